@@ -1,0 +1,37 @@
+# make lab    - create .venv with the pinned CPU stack and open JupyterLab (localhost, with a token)
+# make test   - the whole suite: pytest over tests/ and nbval over every notebook (what CI runs)
+# make test-here / bench-here - the same in the current interpreter, installing nothing (a GPU box
+#               whose stack is already there: see README, "Running on a GPU machine")
+# make exercises - regenerate exercises/ from solutions/
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+NOTEBOOKS = notebooks solutions exercises
+PYTEST_ARGS = tests $(NOTEBOOKS) --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -q
+
+.PHONY: lab test test-here bench-here exercises clean
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	touch $@
+
+lab: $(VENV)/.installed
+	$(PY) -m jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) README.md
+
+test: $(VENV)/.installed
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-here:
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m pytest $(PYTEST_ARGS)
+
+bench-here:
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m kernels.lab.record
+
+exercises: $(VENV)/.installed
+	$(PY) -m kernels.lab.exercises
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,59 @@
+"""Copy kernels: the same 2D copy written three ways, so the only difference is how data moves.
+
+- ``copy_tile_kernel``: each program copies one BLOCK_M x BLOCK_N tile through plain pointer
+  loads; with 16-byte aligned rows the compiler turns them into 16-byte vector loads.
+- ``copy_tma_kernel``: the same tile through a device-side tensor descriptor: on Hopper one
+  ``cp.async.bulk.tensor`` moves the whole tile into shared memory, completion tracked by an mbarrier.
+"""
+import torch
+import triton
+import triton.language as tl
+
+from . import tma
+from .lab import alloc
+
+
+@triton.jit
+def copy_tile_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    mask = (rows < M) & (cols < N)
+    tile = tl.load(x_ptr + rows * stride_xm + cols, mask=mask)
+    tl.store(y_ptr + rows * stride_ym + cols, tile, mask=mask)
+
+
+@triton.jit
+def copy_tma_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, N], [stride_xm, 1], [BLOCK_M, BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    off_m = tl.program_id(0) * BLOCK_M
+    off_n = tl.program_id(1) * BLOCK_N
+    y_desc.store([off_m, off_n], x_desc.load([off_m, off_n]))  # the edges: TMA clips out-of-bounds
+
+
+def _grid(x, BLOCK_M, BLOCK_N):
+    return (triton.cdiv(x.shape[0], BLOCK_M), triton.cdiv(x.shape[1], BLOCK_N))
+
+
+def copy_tile(x, out=None, BLOCK_M=64, BLOCK_N=128, num_warps=4):
+    """y = x for a 2D tensor with unit column stride, one tile per program, pointer loads."""
+    if x.dim() != 2 or x.stride(1) != 1:
+        raise ValueError(f"copy_tile takes a 2D tensor with contiguous rows, got shape {tuple(x.shape)} "
+                         f"strides {x.stride()}")
+    y = torch.empty_like(x) if out is None else out
+    copy_tile_kernel[_grid(x, BLOCK_M, BLOCK_N)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
+                                                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps)
+    return y
+
+
+def copy_tma(x, out=None, BLOCK_M=64, BLOCK_N=128, num_warps=4):
+    """y = x through device-side TMA descriptors; checks the TMA rules first, sets the allocator."""
+    y = torch.empty_like(x) if out is None else out
+    tma.check_operand(x, [BLOCK_M, BLOCK_N], "input")
+    tma.check_operand(y, [BLOCK_M, BLOCK_N], "output")
+    alloc.install()  # per thread/context since Triton 3.5: set it where the launch happens
+    copy_tma_kernel[_grid(x, BLOCK_M, BLOCK_N)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
+                                                BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps)
+    return y

@@ -1,0 +1,82 @@
+"""fp16 GEMM with pointer loads: C = A @ B, fp32 accumulation, grouped tile order.
+
+Loads that feed ``tl.dot`` are what Triton's software pipeliner works on: with num_stages >= 2
+they become asynchronous copies into a ring of shared-memory buffers (cp.async on sm_80/sm_90),
+num_stages - 1 tiles ahead of the math. Grouped order walks GROUP_M row-tiles down a column
+before moving right, so tiles that share A rows and B columns run close in time and meet in L2."""
+import torch
+import triton
+import triton.language as tl
+
+from . import MODE
+from .lab import smem
+from .lab.errors import CourseError, SharedMemoryError
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                  stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                  GROUP_M: tl.constexpr):
+    # grouped order: program ids fill GROUP_M rows of tiles, column by column
+    pid = tl.program_id(0)
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * tiles_n
+    first_m = (pid // per_group) * GROUP_M
+    group_m = min(tiles_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % group_m
+    pid_n = (pid % per_group) // group_m
+
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
+    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+        b = tl.load(b_ptrs, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def default_warps(BLOCK_M, BLOCK_N):
+    return 8 if BLOCK_M * BLOCK_N >= 128 * 128 else 4
+
+
+def launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps=None, GROUP_M=8):
+    """(grid, args, meta) of one matmul launch - shared by ``matmul`` and ahead-of-time compiles."""
+    M, K = a.shape
+    N = b.shape[1]
+    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
+    args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
+    meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
+                num_stages=num_stages, num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N))
+    return grid, args, meta
+
+
+def matmul(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3, num_warps=None, GROUP_M=8, out=None):
+    """C = A @ B for 2D fp16/fp32 tensors with the pointer kernel above."""
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise CourseError(f"matmul needs (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
+    if a.dtype != b.dtype:
+        raise CourseError(f"A and B must share a dtype, got {a.dtype} and {b.dtype}")
+    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device) if out is None else out
+    grid, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)
+    if MODE == "cpu":
+        matmul_kernel[grid](*args, **meta)
+        return c
+    from triton.runtime.errors import OutOfResources
+    try:
+        matmul_kernel[grid](*args, **meta)
+    except OutOfResources as e:
+        budget = smem.Budget(num_stages, smem.gemm_stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K, a.element_size()))
+        raise SharedMemoryError(f"{BLOCK_M}x{BLOCK_N}x{BLOCK_K} with {num_stages} stages does not fit: "
+                                f"{e.required / 1024:.1f} KiB of shared memory asked, {e.limit / 1024:.1f} KiB per "
+                                f"block on this GPU (model: {budget.model / 1024:.1f} KiB)") from None
+    return c

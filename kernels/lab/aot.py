@@ -1,0 +1,188 @@
+"""Compile a course kernel for sm_90 (Hopper) from any machine, with a real launch's specialisation.
+
+A launch specialises on its arguments: pointers and integers divisible by 16 are marked
+``tt.divisibility=16``, which is what lets the compiler emit 16-byte vector loads and cp.async.
+Compiling from a hand-written signature without those marks shows code the GPU never runs, so
+here the signature and marks come from Triton's own launch binder, fed with the real arguments.
+
+Where the code comes from, by mode:
+- hopper: ``kernel.warmup(...)``, the very kernel a launch with these arguments runs.
+- gpu (no TMA): compiled in this process for ``GPUTarget("cuda", 90, 32)``.
+- cpu: the interpreter patches ``triton.language`` in this process, so compiling here fails; a
+  helper process without ``TRITON_INTERPRET`` compiles instead (``_aot_worker``), fed with a
+  description of the arguments. Kernels defined in a notebook travel as source.
+"""
+import base64
+import hashlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+import torch
+import triton
+
+from .. import INTERPRET, MODE
+from . import isa
+
+SM90 = ("cuda", 90, 32)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Compiled:
+    """A compiled kernel: its PTX, its cubin (SASS on demand), and what it asks of the chip."""
+    name: str
+    ptx: str
+    cubin: bytes = field(repr=False)
+    shared: int          # bytes of shared memory per block the kernel asks for
+    num_warps: int
+    num_stages: int
+    origin: str          # where this code came from, said next to any evidence shown
+
+    @cached_property
+    def sass(self) -> str:
+        from triton.tools.disasm import get_sass
+        return get_sass(self.cubin)
+
+    def counts(self, sass=True) -> dict:
+        """Static instruction counts by family (PTX, and SASS unless sass=False)."""
+        c = isa.count_ptx(self.ptx)
+        if sass:
+            c.update(isa.count_sass(self.sass))
+        return c
+
+
+def _from_kernel(ck, name, origin) -> Compiled:
+    return Compiled(name=name, ptx=ck.asm["ptx"], cubin=ck.asm["cubin"], shared=ck.metadata.shared,
+                    num_warps=ck.metadata.num_warps, num_stages=ck.metadata.num_stages, origin=origin)
+
+
+def compile_here(fn, args, meta, target=SM90):
+    """Compile ``fn`` (a JITFunction) for ``target`` exactly as a launch with ``args`` would."""
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature  # triton 3.6 launch binder
+    target = GPUTarget(*target)
+    backend = make_backend(target)
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, specialization, options = binder(*args, **meta)
+    options, signature, constexprs, attrs = fn._pack_args(backend, meta, bound, specialization, options)
+    return triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
+                          options=options.__dict__)
+
+
+def compile_sm90(kernel, *args, **meta) -> Compiled:
+    """Compile ``kernel`` for sm_90 with these launch arguments (tensors, ints, constexprs,
+    num_warps, num_stages) and return its code. Nothing is launched."""
+    name = kernel.fn.__name__
+    if MODE == "hopper":
+        ck = kernel.warmup(*args, grid=(1,), **meta)
+        return _from_kernel(ck, name, f"the kernel this launch runs on {torch.cuda.get_device_name()}")
+    if not INTERPRET:
+        return _from_kernel(compile_here(kernel, args, meta), name, "compiled ahead of time for sm_90")
+    reply = _worker().compile(_request(kernel, args, meta))
+    return Compiled(name=name, ptx=reply["ptx"], cubin=base64.b64decode(reply["cubin"]),
+                    shared=reply["shared"], num_warps=reply["num_warps"],
+                    num_stages=reply["num_stages"], origin="compiled ahead of time for sm_90 (no GPU here)")
+
+
+# ---- describing a launch to the helper process -------------------------------------------------
+
+def describe_arg(a):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    if isinstance(a, torch.Tensor):
+        return {"kind": "tensor", "dtype": str(a.dtype).removeprefix("torch."), "aligned": a.data_ptr() % 16 == 0}
+    if isinstance(a, TensorDescriptor):
+        return {"kind": "desc", "dtype": str(a.base.dtype).removeprefix("torch."), "shape": list(a.shape),
+                "strides": list(a.strides), "block_shape": list(a.block_shape), "padding": a.padding}
+    if a is None or isinstance(a, (bool, int, float, str)):
+        return {"kind": "value", "v": a}
+    raise TypeError(f"cannot describe a {type(a).__name__} argument for ahead-of-time compilation")
+
+
+def _jit_source(py_fn, seen=None):
+    """Source of a kernel defined outside an importable module (a notebook cell), with the
+    @triton.jit helpers and plain constants it refers to, so the helper process can rebuild it."""
+    seen = {} if seen is None else seen
+    for name in py_fn.__code__.co_names:
+        val = py_fn.__globals__.get(name)
+        inner = getattr(val, "fn", None)
+        if callable(inner) and hasattr(val, "run") and name not in seen:
+            seen[name] = None
+            _jit_source(inner, seen)
+        elif isinstance(val, (bool, int, float)) and name not in seen:
+            seen[name] = f"{name} = {val!r}\n"
+        elif isinstance(val, triton.language.constexpr) and name not in seen:
+            seen[name] = f"{name} = tl.constexpr({val.value!r})\n"
+    seen[py_fn.__name__] = textwrap.dedent(inspect.getsource(py_fn))
+    return seen
+
+
+def _request(kernel, args, meta):
+    py_fn = kernel.fn
+    req = {"name": py_fn.__name__, "args": [describe_arg(a) for a in args], "meta": meta}
+    module = sys.modules.get(py_fn.__module__)
+    if module is not None and getattr(module, "__file__", None) and py_fn.__module__ != "__main__":
+        req["module"] = py_fn.__module__
+        req["source_hash"] = hashlib.sha1(inspect.getsource(module).encode()).hexdigest()
+    else:
+        parts = [p for p in _jit_source(py_fn).values() if p]
+        req["source"] = "import triton\nimport triton.language as tl\n\n" + "\n".join(
+            p if not p.lstrip().startswith("def ") else "@triton.jit\n" + p for p in parts)
+    return req
+
+
+class _Worker:
+    """One long-lived compile-only Python process (import cost paid once), spoken to in JSON lines."""
+
+    def __init__(self):
+        self.proc = None
+        self.lock = threading.Lock()
+        self.cache = {}
+
+    def _start(self):
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env["COURSE_AOT_WORKER"] = "1"
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        self.proc = subprocess.Popen([sys.executable, "-m", "kernels.lab._aot_worker"], cwd=ROOT, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     text=True, bufsize=1)
+
+    def compile(self, req):
+        key = json.dumps(req, sort_keys=True)
+        with self.lock:
+            if key not in self.cache:
+                if self.proc is None or self.proc.poll() is not None:
+                    self._start()
+                self.proc.stdin.write(key + "\n")
+                self.proc.stdin.flush()
+                line = self.proc.stdout.readline()
+                if not line:
+                    self.proc = None
+                    raise RuntimeError("the sm_90 compile helper process died; run the cell again")
+                reply = json.loads(line)
+                if "error" in reply:
+                    raise CompileError(f"compiling {req['name']} for sm_90 failed: {reply['error']}")
+                self.cache[key] = reply
+            return self.cache[key]
+
+
+class CompileError(RuntimeError):
+    """Triton rejected the kernel or configuration; the message is Triton's own, shortened."""
+
+
+_WORKER = None
+
+
+def _worker():
+    global _WORKER
+    if _WORKER is None:
+        _WORKER = _Worker()
+    return _WORKER

@@ -1,0 +1,99 @@
+"""Read compiled code: count instructions by family in PTX and SASS, show the lines that matter.
+
+Counts are static: how many times an instruction appears in the code, not how often it runs.
+A loop body appears once; multiply by the trip count to get work per tile."""
+import re
+from collections import Counter
+
+_PTX_OP = re.compile(r"^\s*(?:@!?%p\w+\s+)?([a-z][\w.:]*)")
+# cuobjdump writes "/*0090*/  LDG.E.128 ...;", Triton's get_sass "ctrl\tLDG.E.128 ...;"
+_SASS_OP = re.compile(r"^\s*(?:/\*[0-9a-f]+\*/|[-\w:]+\t)\s*(?:@!?U?P\w+\s+)?([A-Z][\w.]*)[ ;]")
+_BITS = {"b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16, "bf16": 16,
+         "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
+
+# the families a lesson talks about, in the order they are shown
+PTX_FAMILIES = ["ld.global", "st.global", "cp.async", "cp.async.bulk.tensor", "mbarrier", "wgmma", "mma.sync"]
+SASS_FAMILIES = ["LDG", "STG", "LDGSTS", "UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "HMMA"]
+
+
+def ptx_ops(ptx):
+    for line in ptx.splitlines():
+        m = _PTX_OP.match(line)
+        if m and not line.lstrip().startswith(("//", ".")):
+            yield m.group(1), line.strip()
+
+
+def _width(op):
+    parts = op.split(".")
+    vec = next((int(p[1:]) for p in parts if p in ("v2", "v4", "v8")), 1)
+    bits = next((_BITS[p] for p in reversed(parts) if p in _BITS), 0)
+    return vec * bits
+
+
+def count_ptx(ptx) -> Counter:
+    """PTX counts: plain global loads/stores split by width in bits, cp.async (Ampere-style,
+    LDGSTS), bulk tensor copies (TMA), mbarrier operations, wgmma and mma.sync."""
+    c = Counter()
+    for op, _ in ptx_ops(ptx):
+        if op.startswith("ld.global"):
+            c[f"ld.global {_width(op)}-bit"] += 1
+            c["ld.global"] += 1
+        elif op.startswith("st.global"):
+            c[f"st.global {_width(op)}-bit"] += 1
+            c["st.global"] += 1
+        elif op.startswith("cp.async.bulk.tensor"):
+            c["cp.async.bulk.tensor"] += 1
+            c["cp.async.bulk.tensor load" if ".global.shared" not in op else "cp.async.bulk.tensor store"] += 1
+        elif op.startswith("cp.async.bulk"):
+            c["cp.async.bulk (other)"] += 1
+        elif op.startswith(("cp.async.cg", "cp.async.ca")):
+            c["cp.async"] += 1
+        elif op.startswith("cp.async.commit_group") or op.startswith("cp.async.wait_group"):
+            c[op.split(".")[0] + "." + op.split(".")[1] + "." + op.split(".")[2]] += 1
+        elif op.startswith("mbarrier"):
+            c["mbarrier"] += 1
+        elif op.startswith("wgmma"):
+            c["wgmma"] += 1
+            if op.startswith("wgmma.mma_async"):
+                c["wgmma.mma_async"] += 1
+        elif op.startswith("mma.sync"):
+            c["mma.sync"] += 1
+    return c
+
+
+def count_sass(sass) -> Counter:
+    """SASS counts: LDG/STG (by width), LDGSTS (cp.async), UTMALDG/UTMASTG (TMA), SYNCS
+    (mbarrier hardware), HGMMA (wgmma), HMMA (mma.sync)."""
+    c = Counter()
+    for line in sass.splitlines():
+        m = _SASS_OP.match(line)
+        if not m:
+            continue
+        parts = m.group(1).split(".")
+        base = parts[0]
+        if base in ("LDG", "STG"):
+            width = next((p for p in parts if p in ("64", "128", "U8", "S8", "U16", "S16")), "32")
+            c[f"{base} {width}"] += 1
+        if base in SASS_FAMILIES:
+            c[base] += 1
+    return c
+
+
+def lines(ptx, *prefixes, limit=6):
+    """The first ``limit`` PTX lines whose opcode starts with one of ``prefixes``."""
+    hits = [text for op, text in ptx_ops(ptx) if op.startswith(prefixes)]
+    return hits[:limit]
+
+
+def table(compiled, families=None):
+    """A small text table: one row per family, one column per compiled kernel."""
+    compiled = list(compiled)
+    rows = []
+    for comp in compiled:
+        rows.append(comp.counts())
+    fams = families or [f for f in PTX_FAMILIES + SASS_FAMILIES if any(r[f] for r in rows)]
+    width = max(12, *(len(c.name) for c in compiled))
+    out = [f"{'instruction':24s}" + "".join(f"{c.name:>{width + 2}s}" for c in compiled)]
+    for f in fams:
+        out.append(f"{f:24s}" + "".join(f"{r[f]:>{width + 2}d}" for r in rows))
+    return "\n".join(out)

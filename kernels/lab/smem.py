@@ -1,0 +1,61 @@
+"""Shared memory: what a tile configuration asks for, against what one block may have."""
+from dataclasses import dataclass
+
+import torch
+
+from .. import MODE
+from .errors import SharedMemoryError
+
+# per-block limit with opt-in on Hopper: 227 KB = 232,448 bytes (an H200 reports exactly this)
+HOPPER_LIMIT = 232_448
+
+
+def limit():
+    """Bytes of shared memory one block may use on this GPU (the Hopper limit with no GPU)."""
+    if MODE == "cpu":
+        return HOPPER_LIMIT
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return getattr(props, "shared_memory_per_block_optin", HOPPER_LIMIT)
+
+
+def gemm_stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K, elem_bytes=2):
+    """One pipeline stage of a GEMM holds an A tile (BM x BK) and a B tile (BK x BN)."""
+    return (BLOCK_M * BLOCK_K + BLOCK_K * BLOCK_N) * elem_bytes
+
+
+@dataclass
+class Budget:
+    stages: int
+    stage_bytes: int
+    compiled: int = None  # what the compiled kernel really asks for, when known
+    limit: int = None
+
+    def __post_init__(self):
+        self.limit = self.limit or limit()
+
+    @property
+    def model(self):
+        return self.stages * self.stage_bytes
+
+    @property
+    def used(self):
+        return self.compiled if self.compiled is not None else self.model
+
+    @property
+    def fits(self):
+        return self.used <= self.limit
+
+    def text(self, width=40):
+        filled = min(width, round(width * self.used / self.limit))
+        bar = "#" * filled + "." * (width - filled)
+        real = f", compiled kernel asks {self.compiled / 1024:.1f} KiB" if self.compiled is not None else ""
+        return (f"shared memory [{bar}] {self.stages} x {self.stage_bytes / 1024:.1f} KiB = "
+                f"{self.model / 1024:.1f} KiB by the model{real}; limit {self.limit / 1024:.1f} KiB per block")
+
+    def require(self):
+        if not self.fits:
+            raise SharedMemoryError(
+                f"{self.used / 1024:.1f} KiB of shared memory needed, {self.limit / 1024:.1f} KiB available "
+                f"per block: use fewer stages or a smaller tile ({self.stages} stages x "
+                f"{self.stage_bytes / 1024:.1f} KiB per stage)")
+        return self

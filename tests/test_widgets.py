@@ -1,0 +1,33 @@
+"""nbval runs each notebook with the sliders at their defaults; a learner moves them. Drive every
+registered widget callback through every combination of its slider values."""
+import contextlib
+import io
+
+import matplotlib.pyplot as plt
+import pytest
+
+import kernels.roofline  # noqa: F401  (registers its widget)
+from kernels.lab.widgets import REGISTRY, combinations, run_safely
+
+CASES = [(name, cfg) for name, fn in sorted(REGISTRY.items()) for cfg in combinations(fn)]
+
+
+def test_every_lesson_has_tile_and_stage_sliders():
+    assert REGISTRY
+    for name, fn in REGISTRY.items():
+        assert "stages" in fn.grid and any(k.startswith("BLOCK") for k in fn.grid), name
+        for k, values in fn.grid.items():
+            if k.startswith("BLOCK"):
+                assert all(v & (v - 1) == 0 for v in values), f"{name}: {k} offers a non power of two"
+
+
+@pytest.mark.parametrize("name, config", CASES, ids=[f"{n.split('.')[-1]}-{'-'.join(map(str, c.values()))}"
+                                                     for n, c in CASES])
+def test_widget_callback(name, config):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        ran = run_safely(REGISTRY[name], **config)
+    plt.close("all")
+    text = out.getvalue()
+    assert "Traceback" not in text
+    assert ran or text.startswith("cannot run"), text
