@@ -19,7 +19,8 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	touch $@
 
 lab: $(VENV)/.installed
-	$(PY) -m jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) README.md
+	$(PY) -m jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) \
+		$(if $(filter 0,$(shell id -u)),--allow-root) README.md
 
 test: $(VENV)/.installed
 	$(PY) -m pytest $(PYTEST_ARGS)
