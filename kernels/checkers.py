@@ -62,3 +62,70 @@ def lesson00(gemm_intensity, roofline_ms, axpy, axpy_kernel):
 
     return check.run("exercise 00", [("gemm_intensity", intensity), ("roofline_ms", roofline),
                                      ("axpy: values", axpy_values), ("axpy: compiled code", axpy_code)])
+
+
+def _ragged_shapes(rng, n=3):
+    """Shapes that are not multiples of any tile: the edges need masks."""
+    return [(rng.randint(65, 400), rng.randint(65, 400)) for _ in range(n)]
+
+
+def lesson01(copy_2d, kernel):
+    """``copy_2d(x, out, BLOCK_M, BLOCK_N)`` launches ``kernel`` to copy a 2D tensor tile by tile."""
+    rng = random.Random()
+
+    def values():
+        for (M, N), dtype in zip(_ragged_shapes(rng), (torch.float16, torch.float32, torch.float16)):
+            x = torch.randn(M, N, device=DEVICE, dtype=dtype)
+            out = check.poison_like(x)
+            copy_2d(x, out, 32, 64)
+            check.compare(f"copy of {M}x{N} {dtype}", out, x, 0.0)
+        return "exact on three ragged shapes, fp16 and fp32"
+
+    def code():
+        x = torch.empty(4, dtype=torch.float16, device=DEVICE)
+        compiled = aot.compile_sm90(kernel, x, x, 16384, 16384, 16384, 16384, BLOCK_M=64, BLOCK_N=128, num_warps=4)
+        counts = compiled.counts()
+        if not counts["ld.global"]:
+            raise check.NotAttempted("the kernel loads nothing")
+        narrow = {k: v for k, v in counts.items() if k.startswith("ld.global ") and k != "ld.global 128-bit" and v}
+        if narrow or not counts["ld.global 128-bit"]:
+            raise AssertionError(f"the loads compile to {narrow or counts}, not 16-byte vectors: index the "
+                                 "contiguous dimension with unit stride (x_ptr + rows * stride + cols), so the "
+                                 "compiler can prove that 8 neighbouring fp16 elements are adjacent")
+        return f"{counts['ld.global 128-bit']} x 128-bit ld.global per thread for a 64x128 fp16 tile"
+
+    return check.run("exercise 01", [("copy: values", values), ("copy: 16-byte loads", code)])
+
+
+def lesson02(matmul, kernel):
+    """``matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, num_stages)`` launches ``kernel`` (args as gemm.matmul_kernel)."""
+    rng = random.Random()
+
+    def values():
+        for _ in range(3):
+            M, N, K = rng.randint(65, 300), rng.randint(65, 300), rng.randint(65, 300)
+            a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
+            b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
+            out = matmul(a, b, 32, 32, 32, 2)
+            if out is None:
+                raise NotImplementedError
+            if not out.abs().max() > 0:
+                raise check.NotAttempted("the product came out all zeros: the K loop is still the stub")
+            check.compare(f"{M}x{K} @ {K}x{N}", out, a.float() @ b.float(), 1e-2)
+        return "within 1e-2 of torch on three ragged shapes"
+
+    def code():
+        big = torch.empty(4096, 4096, dtype=torch.float16, device=DEVICE)
+        from . import gemm
+        _, args, meta = gemm.launch_args(big, big, big, 128, 128, 64, 3)
+        compiled = aot.compile_sm90(kernel, *args, **meta)
+        counts = compiled.counts()
+        if not counts["wgmma"] and not counts["mma.sync"]:
+            raise check.NotAttempted("no tl.dot in the compiled code")
+        check.require(compiled, "cp.async", "with num_stages=3 the loads feeding tl.dot should become asynchronous "
+                      "copies; they do when the loop's loads go straight into tl.dot and the pointers advance by a "
+                      "loop-invariant step")
+        return (f"{counts['cp.async']} cp.async and {counts['cp.async.wait_group']} cp.async.wait_group "
+                f"at num_stages=3")
+
+    return check.run("exercise 02", [("matmul: values", values), ("matmul: cp.async at 3 stages", code)])

@@ -57,3 +57,79 @@ def copy_tma(x, out=None, BLOCK_M=64, BLOCK_N=128, num_warps=4):
     copy_tma_kernel[_grid(x, BLOCK_M, BLOCK_N)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
                                                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps)
     return y
+
+
+# ---- lesson 01: one element per thread, and the cost of a strided walk -------------------------
+
+@triton.jit
+def copy_elem_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    # launched with BLOCK = 32 * num_warps: every thread moves exactly one element
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def copy_rows_kernel(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
+    # program r copies row r: neighbouring threads touch neighbouring addresses (coalesced)
+    row = tl.program_id(0).to(tl.int64)
+    for start in range(0, N, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        mask = cols < N
+        tl.store(y_ptr + row * N + cols, tl.load(x_ptr + row * N + cols, mask=mask), mask=mask)
+
+
+@triton.jit
+def copy_cols_kernel(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
+    # program c copies column c: neighbouring threads touch addresses a whole row apart (strided)
+    col = tl.program_id(0)
+    for start in range(0, M, BLOCK):
+        rows = (start + tl.arange(0, BLOCK)).to(tl.int64)
+        mask = rows < M
+        tl.store(y_ptr + rows * N + col, tl.load(x_ptr + rows * N + col, mask=mask), mask=mask)
+
+
+def copy_elem(x, out=None, num_warps=4):
+    """y = x, one element per thread (the 'ants moving house' copy)."""
+    y = torch.empty_like(x) if out is None else out
+    block = 32 * num_warps
+    copy_elem_kernel[(triton.cdiv(x.numel(), block),)](x, y, x.numel(), BLOCK=block, num_warps=num_warps)
+    return y
+
+
+def copy_rows(x, out=None, BLOCK=1024):
+    y = torch.empty_like(x) if out is None else out
+    copy_rows_kernel[(x.shape[0],)](x, y, x.shape[0], x.shape[1], BLOCK=BLOCK)
+    return y
+
+
+def copy_cols(x, out=None, BLOCK=1024):
+    y = torch.empty_like(x) if out is None else out
+    copy_cols_kernel[(x.shape[1],)](x, y, x.shape[0], x.shape[1], BLOCK=BLOCK)
+    return y
+
+
+# ---- lesson 02: a persistent copy loop, pipelined by tl.range ------------------------------------
+
+@triton.jit
+def copy_loop_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
+    # a fixed grid of programs walks all tiles; tl.range's num_stages asks the compiler to keep
+    # STAGES - 1 tiles' loads in flight ahead of the store (kernel-level num_stages would not)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles = tl.cdiv(M, BLOCK_M) * tiles_n
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), num_stages=STAGES):
+        rows = (t // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+        cols = (t % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+        mask = (rows < M) & (cols < N)
+        tl.store(y_ptr + rows * stride_ym + cols, tl.load(x_ptr + rows * stride_xm + cols, mask=mask), mask=mask)
+
+
+def copy_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, STAGES=3, num_warps=4, programs=None):
+    """y = x with a persistent grid (one program per SM by default) and a tl.range-pipelined loop."""
+    y = torch.empty_like(x) if out is None else out
+    if programs is None:
+        programs = torch.cuda.get_device_properties(0).multi_processor_count if x.is_cuda else 4
+    copy_loop_kernel[(programs,)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
+                                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=STAGES, num_warps=num_warps)
+    return y

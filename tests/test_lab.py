@@ -92,10 +92,29 @@ def test_results_records_have_same_run_baselines():
                     f"{path.name}: {r['name']} names baseline {r['baseline']} with no record of the same shape"
 
 
-def test_reference_results_cover_lesson_00():
+@pytest.mark.parametrize("lesson, names", [
+    ("00", ["torch_copy", "cublas_gemm", "cublas_gemm_zeros", "latency_hbm", "latency_l2", "gemm_pointer"]),
+    ("01", ["torch_copy", "copy_tile", "copy_elem", "copy_rows", "copy_cols", "copy_tile_sweep"]),
+    ("02", ["cublas_gemm", "gemm_pointer", "torch_copy", "copy_loop_s1", "copy_loop_s4", "gemm_sweep"])])
+def test_reference_results_cover_each_lesson(lesson, names):
     rec = bench.Recorded()
-    for name in ("torch_copy", "cublas_gemm", "cublas_gemm_zeros", "latency_hbm", "latency_l2", "gemm_pointer"):
-        assert rec.find("00", name), f"results/{bench.REFERENCE_DEVICE}.json has no lesson 00 record {name}"
+    for name in names:
+        assert rec.find(lesson, name), f"results/{bench.REFERENCE_DEVICE}.json has no lesson {lesson} record {name}"
+
+
+def test_recorded_sweeps_cover_every_widget_setting():
+    import kernels.cp_async
+    import kernels.loads
+    import kernels.roofline
+    rec = bench.Recorded()
+    lim = smem.limit()
+    for lesson, name, configs in [("00", "gemm_pointer", kernels.roofline._sweep_configs()),
+                                  ("01", "copy_tile_sweep", kernels.loads.sweep_configs())]:
+        for cfg in configs:
+            assert rec.find(lesson, name, config=cfg), f"no lesson {lesson} record for {cfg}"
+    for cfg in kernels.cp_async.sweep_configs():
+        fits = smem.Budget(cfg["stages"], smem.gemm_stage_bytes(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"])).fits
+        assert bool(rec.find("02", "gemm_sweep", config=cfg)) == fits, cfg
 
 
 def test_exercises_are_generated_from_solutions():

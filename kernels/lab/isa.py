@@ -86,14 +86,55 @@ def lines(ptx, *prefixes, limit=6):
 
 
 def table(compiled, families=None):
-    """A small text table: one row per family, one column per compiled kernel."""
+    """A small text table: one row per instruction family (with its widths), one column per kernel."""
     compiled = list(compiled)
-    rows = []
-    for comp in compiled:
-        rows.append(comp.counts())
-    fams = families or [f for f in PTX_FAMILIES + SASS_FAMILIES if any(r[f] for r in rows)]
+    rows = [comp.counts() for comp in compiled]
+    if families is None:
+        families = []
+        for fam in PTX_FAMILIES + SASS_FAMILIES:
+            if any(r[fam] for r in rows):
+                families.append(fam)
+                families += sorted({k for r in rows for k in r if k.startswith(fam + " ") and r[k]},
+                                   key=lambda k: int("".join(ch for ch in k.split()[-1] if ch.isdigit()) or 0))
     width = max(12, *(len(c.name) for c in compiled))
     out = [f"{'instruction':24s}" + "".join(f"{c.name:>{width + 2}s}" for c in compiled)]
-    for f in fams:
-        out.append(f"{f:24s}" + "".join(f"{r[f]:>{width + 2}d}" for r in rows))
+    for f in families:
+        label = f if f in PTX_FAMILIES + SASS_FAMILIES else "  " + f
+        out.append(f"{label:24s}" + "".join(f"{r[f]:>{width + 2}d}" for r in rows))
+    return "\n".join(out)
+
+
+def outline(ptx, keep=("cp.async.commit_group", "cp.async.wait_group", "cp.async.bulk", "mbarrier", "wgmma.wait_group",
+                       "bar.sync")):
+    """The control skeleton of a kernel: loop labels, branches, and the synchronising instructions in
+    ``keep``, with runs of the same data-moving instruction folded into one line ("cp.async x 12")."""
+    out, run_op, run_n = [], None, 0
+
+    def flush():
+        nonlocal run_op, run_n
+        if run_op:
+            out.append(f"    {run_op} x {run_n}" if run_n > 1 else f"    {run_op}")
+        run_op, run_n = None, 0
+
+    for line in ptx.splitlines():
+        text = line.strip()
+        if text.startswith("$L__BB") and text.split()[0].endswith(":"):
+            flush()
+            out.append(text.split()[0] + ("   <- loop" if "Loop Header" in text else ""))
+            continue
+        m = _PTX_OP.match(line)
+        if not m or text.startswith(("//", ".")):
+            continue
+        op = m.group(1)
+        family = next((f for f in ("cp.async.cg", "cp.async.ca", "ld.global", "st.global", "wgmma.mma_async")
+                       if op.startswith(f)), None)
+        if family:
+            if family != run_op:
+                flush()
+                run_op = family
+            run_n += 1
+        elif op.startswith(keep) or op == "bra" or op.startswith("bra."):
+            flush()
+            out.append("    " + " ".join(text.split()))
+    flush()
     return "\n".join(out)

@@ -9,7 +9,7 @@ import sys
 from .. import MODE, device_name
 from . import bench
 
-LESSONS = {"00": "kernels.roofline"}
+LESSONS = {"00": "kernels.roofline", "01": "kernels.loads", "02": "kernels.cp_async"}
 
 
 def main(argv):
