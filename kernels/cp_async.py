@@ -112,24 +112,17 @@ def gemm_stages(BLOCK_M, BLOCK_N, BLOCK_K, stages):
     print(f"sm_90 code: {counts['cp.async']} cp.async (LDGSTS), {counts['ld.global']} plain ld.global, "
           f"{counts['cp.async.wait_group']} cp.async.wait_group, {counts['wgmma.mma_async']} wgmma.mma_async")
     config = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, stages=stages)
-    flops = gemm_flops(*SHAPE)
-    if MODE != "cpu":
-        a, bb, c = _operands()
-        ms = bench.interleaved_ms({"k": lambda: gemm.matmul(a, bb, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=c),
-                                   "cublas": lambda: torch.matmul(a, bb, out=c)}, rounds=1)
-        rate, base, where = bench.tflops(flops, ms["k"]), bench.tflops(flops, ms["cublas"]), f"live on {device_name()}"
-    else:
-        rec = bench.Recorded()
-        r, cb = rec.find("02", "gemm_sweep", config=config, shape=SHAPE), rec.find("02", "cublas_gemm", shape=SHAPE)
-        if not (r and cb):
-            print("no recorded measurement for this configuration")
-            return
-        rate, base, where = r["tflops"], cb["tflops"], rec.label
+    a, b_, c = _operands() if MODE != "cpu" else (None, None, None)
+    rate, base, where = bench.versus(lambda: gemm.matmul(a, b_, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=c),
+                                     lambda: torch.matmul(a, b_, out=c),
+                                     rate=lambda ms: bench.tflops(gemm_flops(*SHAPE), ms), lesson="02",
+                                     name="gemm_sweep", config=config, shape=SHAPE, base_name="cublas_gemm",
+                                     unit="tflops")
+    if rate is None:
+        print("no recorded measurement for this configuration")
+        return
     print(f"8192^3 fp16: {rate:.0f} TFLOP/s = {rate / base:.2f}x cuBLAS ({base:.0f}), {where}")
-    _, ax = plt.subplots(figsize=(6, 1.6))
-    ax.barh(["cuBLAS", f"{BLOCK_M}x{BLOCK_N}x{BLOCK_K}, {stages} stages"], [base, rate], color=["grey", "C1"])
-    ax.set(xlabel="TFLOP/s", xlim=(0, max(base, rate) * 1.1), title=where)
-    plt.show()
+    plots.versus(f"{BLOCK_M}x{BLOCK_N}x{BLOCK_K}, {stages} stages", rate, "cuBLAS", base, "TFLOP/s", where)
 
 
 def sweep_configs():

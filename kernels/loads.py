@@ -4,7 +4,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from . import DEVICE, MODE, copy, device_name
-from .lab import aot, bench
+from .lab import aot, bench, plots
 from .lab.widgets import sliders
 from .roofline import copy_bytes
 
@@ -78,25 +78,17 @@ def tile_copy(BLOCK_M, BLOCK_N, num_warps, stages):
         print(f"num_stages={stages}: the PTX is {'identical to' if same else 'different from'} num_stages=1. "
               "One tile per program, no loop: plain loads give the pipeliner nothing to overlap (lesson 02).")
     config = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps)
-    if MODE != "cpu":
-        x = torch.randn(*SHAPE, device="cuda", dtype=torch.float16)
-        y = torch.empty_like(x)
-        ms = bench.interleaved_ms({"tile": lambda: copy.copy_tile(x, out=y, **config), "torch": lambda: y.copy_(x)},
-                                  rounds=1)
-        rate, base, where = (bench.gbps(copy_bytes(x), ms["tile"]), bench.gbps(copy_bytes(x), ms["torch"]),
-                             f"live on {device_name()}")
-    else:
-        rec = bench.Recorded()
-        r, b = rec.find("01", "copy_tile_sweep", config=config, shape=SHAPE), rec.find("01", "torch_copy", shape=SHAPE)
-        if not (r and b):
-            print("no recorded measurement for this configuration")
-            return
-        rate, base, where = r["gbps"], b["gbps"], rec.label
+    x = torch.randn(*SHAPE, device="cuda", dtype=torch.float16) if MODE != "cpu" else None
+    y = torch.empty_like(x) if x is not None else None
+    rate, base, where = bench.versus(lambda: copy.copy_tile(x, out=y, **config), lambda: y.copy_(x),
+                                     rate=lambda ms: bench.gbps(copy_bytes(x), ms), lesson="01",
+                                     name="copy_tile_sweep", config=config, shape=SHAPE, base_name="torch_copy")
+    if rate is None:
+        print("no recorded measurement for this configuration")
+        return
     print(f"16384^2 fp16 copy: {rate:.0f} GB/s = {rate / base:.2f}x torch copy ({base:.0f} GB/s), {where}")
-    _, ax = plt.subplots(figsize=(6, 1.6))
-    ax.barh(["torch copy", f"tile {BLOCK_M}x{BLOCK_N}, {num_warps} warps"], [base, rate], color=["grey", "C0"])
-    ax.set(xlabel="GB/s (bytes read + written)", xlim=(0, max(base, rate) * 1.1), title=where)
-    plt.show()
+    plots.versus(f"tile {BLOCK_M}x{BLOCK_N}, {num_warps} warps", rate, "torch copy", base,
+                 "GB/s (bytes read + written)", where)
 
 
 def sweep_configs():

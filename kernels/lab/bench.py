@@ -129,6 +129,19 @@ class Recorded:
         return [r for r in self.data["records"] if r["lesson"] == lesson and (name is None or r["name"] == name)]
 
 
+def versus(kernel, baseline, *, rate, lesson, name, config, shape, base_name, unit="gbps"):
+    """A kernel against its baseline: (rate, baseline rate, where). On a GPU both callables are timed in
+    turn now and ``rate(ms)`` turns ms into GB/s or TFLOP/s; on a CPU the recorded pair is looked up
+    (``unit`` names the record field). Rates are None when nothing was recorded for this config."""
+    if MODE != "cpu":
+        from .. import device_name
+        ms = interleaved_ms({"kernel": kernel, "baseline": baseline}, rounds=1)
+        return rate(ms["kernel"]), rate(ms["baseline"]), f"live on {device_name()}"
+    rec = Recorded()
+    r, b = rec.find(lesson, name, config=config, shape=shape), rec.find(lesson, base_name, shape=shape)
+    return (r[unit], b[unit], rec.label) if (r and b) else (None, None, rec.label)
+
+
 @dataclass
 class Ceilings:
     """The two ceilings of a GPU: copy bandwidth (bytes read + written) and fp16 matmul rate."""

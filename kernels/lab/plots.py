@@ -34,3 +34,11 @@ def throughput(xs, series: dict, xlabel, ylabel, baseline=None, title=None, ax=N
     ax.legend(fontsize=8)
     ax.grid(True, alpha=0.3)
     return ax
+
+
+def versus(label, rate, base_label, base, unit, title):
+    """Two horizontal bars: a kernel and its baseline."""
+    _, ax = plt.subplots(figsize=(6, 1.6))
+    ax.barh([base_label, label], [base, rate], color=["grey", "C0"])
+    ax.set(xlabel=unit, xlim=(0, max(base, rate) * 1.1), title=title)
+    plt.show()
