@@ -10,6 +10,7 @@ Importing this package picks the run mode once, before any kernel is defined:
   in a helper process, and timings come from ``results/``, labelled with device and date.
 """
 import os
+import sys
 
 import torch
 
@@ -24,6 +25,12 @@ def _detect_mode():
 
 MODE = "cpu" if _AOT_WORKER else _detect_mode()
 if MODE == "cpu" and not _AOT_WORKER:
+    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+        # triton.language's own helpers (tl.cdiv, ...) were already compiled-mode functions: an
+        # interpreted kernel calling them fails with "Cannot call @triton.jit'd outside of the scope of a kernel"
+        raise ImportError("No GPU here, so the course runs Triton in its interpreter, which must be on before "
+                          "Triton is imported: put `import kernels` before `import triton` (restart the kernel "
+                          "first), or start Python with TRITON_INTERPRET=1.")
     os.environ["TRITON_INTERPRET"] = "1"
 
 import triton  # noqa: E402  (after the mode is set)

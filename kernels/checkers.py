@@ -129,3 +129,59 @@ def lesson02(matmul, kernel):
                 f"at num_stages=3")
 
     return check.run("exercise 02", [("matmul: values", values), ("matmul: cp.async at 3 stages", code)])
+
+
+def lesson03(matmul, kernel):
+    """``matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, num_stages)`` launches ``kernel`` (args as gemm.matmul_kernel),
+    checking the TMA rules on its operands first."""
+    from .lab.errors import TMAError
+    rng = random.Random()
+
+    def values():
+        for _ in range(3):  # ragged against the tiles; K and N stay multiples of 8 (16-byte row strides)
+            M, N, K = rng.randint(65, 300), 8 * rng.randint(9, 40), 8 * rng.randint(9, 40)
+            a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
+            b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
+            out = matmul(a, b, 64, 64, 32, 2)
+            if out is None:
+                raise NotImplementedError
+            if not out.abs().max() > 0:
+                raise check.NotAttempted("the product came out all zeros: the K loop is still the stub")
+            check.compare(f"{M}x{K} @ {K}x{N}", out, a.float() @ b.float(), 1e-2)
+        return "within 1e-2 of torch on three ragged shapes (the edges come from TMA's zero fill)"
+
+    def code():
+        big = torch.empty(4096, 4096, dtype=torch.float16, device=DEVICE)
+        from . import gemm
+        _, args, meta = gemm.launch_args(big, big, big, 128, 128, 64, 3)
+        compiled = aot.compile_sm90(kernel, *args, **meta)
+        counts = compiled.counts()
+        if not counts["wgmma"] and not counts["mma.sync"]:
+            raise check.NotAttempted("no tl.dot in the compiled code")
+        if not counts["cp.async.bulk.tensor load"]:
+            raise AssertionError(f"no cp.async.bulk.tensor in the sm_90 code ({counts['ld.global']} ld.global, "
+                                 f"{counts['cp.async']} cp.async): load the tiles with a descriptor's .load([row, col]), "
+                                 "not through pointers")
+        return (f"{counts['cp.async.bulk.tensor load']} TMA loads (UTMALDG: {counts['UTMALDG']}), "
+                f"{counts['mbarrier']} mbarrier operations, {counts['ld.global']} ld.global")
+
+    def rules():
+        ok = matmul(*(torch.randn(64, 64, device=DEVICE, dtype=torch.float16) for _ in range(2)), 64, 64, 32, 2)
+        if ok is None or not ok.abs().max() > 0:
+            raise check.NotAttempted("write the kernel first")
+        a = torch.randn(64, 100, device=DEVICE, dtype=torch.float16)  # rows of 200 bytes
+        b = torch.randn(100, 64, device=DEVICE, dtype=torch.float16)
+        sq = torch.randn(64, 64, device=DEVICE, dtype=torch.float16)
+        msgs = []
+        for what, x, y in (("a 200-byte row stride", a, b), ("a column-major B", sq, sq.t())):
+            try:
+                matmul(x, y, 64, 64, 32, 2)
+            except TMAError as e:
+                msgs.append(f"{what} is refused: {e}")
+                continue
+            raise AssertionError(f"{what} was launched: check the operands with kernels.tma.check_operand "
+                                 "before building descriptors, so the learner sees the rule, not a crash")
+        return "; ".join(msgs)
+
+    return check.run("exercise 03", [("TMA matmul: values", values), ("TMA matmul: cp.async.bulk.tensor", code),
+                                     ("TMA rules on bad inputs", rules)])

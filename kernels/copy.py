@@ -1,9 +1,13 @@
-"""Copy kernels: the same 2D copy written three ways, so the only difference is how data moves.
+"""Copy kernels: the same 2D copy written several ways, so the only difference is how data moves.
 
 - ``copy_tile_kernel``: each program copies one BLOCK_M x BLOCK_N tile through plain pointer
-  loads; with 16-byte aligned rows the compiler turns them into 16-byte vector loads.
-- ``copy_tma_kernel``: the same tile through a device-side tensor descriptor: on Hopper one
-  ``cp.async.bulk.tensor`` moves the whole tile into shared memory, completion tracked by an mbarrier.
+  loads; with 16-byte aligned rows the compiler turns them into 16-byte vector loads (lesson 01).
+- ``copy_elem_kernel``, ``copy_rows_kernel``, ``copy_cols_kernel``: one element per thread, and a
+  coalesced against a strided walk (lesson 01).
+- ``copy_loop_kernel``: a persistent grid walking all tiles, pipelined with ``tl.range`` (lesson 02).
+- ``copy_tma_kernel`` / ``copy_tma_loop_kernel`` / ``copy_tma_host_loop_kernel``: the tile through a
+  tensor descriptor: on Hopper one ``cp.async.bulk.tensor`` moves a whole tile into shared memory,
+  completion tracked by an mbarrier (lesson 03).
 """
 import torch
 import triton
@@ -132,4 +136,53 @@ def copy_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, STAGES=3, num_warps=4, progr
         programs = torch.cuda.get_device_properties(0).multi_processor_count if x.is_cuda else 4
     copy_loop_kernel[(programs,)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
                                   BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=STAGES, num_warps=num_warps)
+    return y
+
+
+# ---- lesson 03: persistent TMA copies, device-side and host-side descriptors ---------------------
+
+@triton.jit
+def _copy_tiles(x_desc, y_desc, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles = tl.cdiv(M, BLOCK_M) * tiles_n
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), num_stages=STAGES):
+        off_m = (t // tiles_n) * BLOCK_M
+        off_n = (t % tiles_n) * BLOCK_N
+        y_desc.store([off_m, off_n], x_desc.load([off_m, off_n]))
+
+
+@triton.jit
+def copy_tma_loop_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
+    # device-side descriptors: the tensor map is written by the kernel into global scratch memory
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, N], [stride_xm, 1], [BLOCK_M, BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    _copy_tiles(x_desc, y_desc, M, N, BLOCK_M, BLOCK_N, STAGES)
+
+
+@triton.jit
+def copy_tma_host_loop_kernel(x_desc, y_desc, M, N,
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
+    # host-side descriptors: the tensor map is built on the CPU and passed as a kernel parameter
+    _copy_tiles(x_desc, y_desc, M, N, BLOCK_M, BLOCK_N, STAGES)
+
+
+def _programs(x):
+    return torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+
+
+def copy_tma_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, STAGES=4, descriptor="device", num_warps=4):
+    """y = x, persistent grid, TMA loads and stores through ``descriptor``-side tensor maps."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    y = torch.empty_like(x) if out is None else out
+    tma.check_operand(x, [BLOCK_M, BLOCK_N], "input")
+    tma.check_operand(y, [BLOCK_M, BLOCK_N], "output")
+    grid = (_programs(x),)
+    meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=STAGES, num_warps=num_warps)
+    if descriptor == "host":
+        xd, yd = (TensorDescriptor.from_tensor(t, [BLOCK_M, BLOCK_N]) for t in (x, y))
+        copy_tma_host_loop_kernel[grid](xd, yd, x.shape[0], x.shape[1], **meta)
+    else:
+        alloc.install()
+        copy_tma_loop_kernel[grid](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0), **meta)
     return y

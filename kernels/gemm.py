@@ -8,9 +8,20 @@ import torch
 import triton
 import triton.language as tl
 
-from . import MODE
-from .lab import smem
+from . import MODE, tma
+from .lab import alloc, smem
 from .lab.errors import CourseError, SharedMemoryError
+
+
+@triton.jit
+def grouped_tile(pid, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of program ``pid`` in grouped order: ids fill GROUP_M rows of tiles, column by column."""
+    tiles_m = tl.cdiv(M, BLOCK_M)
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    per_group = GROUP_M * tiles_n
+    first_m = (pid // per_group) * GROUP_M
+    group_m = min(tiles_m - first_m, GROUP_M)
+    return first_m + (pid % per_group) % group_m, (pid % per_group) // group_m
 
 
 @triton.jit
@@ -18,16 +29,7 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                   stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                   GROUP_M: tl.constexpr):
-    # grouped order: program ids fill GROUP_M rows of tiles, column by column
-    pid = tl.program_id(0)
-    tiles_m = tl.cdiv(M, BLOCK_M)
-    tiles_n = tl.cdiv(N, BLOCK_N)
-    per_group = GROUP_M * tiles_n
-    first_m = (pid // per_group) * GROUP_M
-    group_m = min(tiles_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % group_m
-    pid_n = (pid % per_group) // group_m
-
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
@@ -45,6 +47,25 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
+@triton.jit
+def matmul_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                      stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      GROUP_M: tl.constexpr):
+    # the same GEMM with device-side descriptors: no masks (TMA zero-fills reads past the edge and
+    # clips writes), no pointer arithmetic; strides other than the last come from the arguments
+    a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_am, 1], [BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [K, N], [stride_bk, 1], [BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N])
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+        b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
+        acc = tl.dot(a, b, acc)
+    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
+
+
 def default_warps(BLOCK_M, BLOCK_N):
     return 8 if BLOCK_M * BLOCK_N >= 128 * 128 else 4
 
@@ -60,23 +81,44 @@ def launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps=None, 
     return grid, args, meta
 
 
-def matmul(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3, num_warps=None, GROUP_M=8, out=None):
-    """C = A @ B for 2D fp16/fp32 tensors with the pointer kernel above."""
+def _check_shapes(a, b):
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise CourseError(f"matmul needs (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
     if a.dtype != b.dtype:
         raise CourseError(f"A and B must share a dtype, got {a.dtype} and {b.dtype}")
-    c = torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device) if out is None else out
+
+
+def _launch(kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M):
     grid, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)
     if MODE == "cpu":
-        matmul_kernel[grid](*args, **meta)
+        kernel[grid](*args, **meta)
         return c
     from triton.runtime.errors import OutOfResources
     try:
-        matmul_kernel[grid](*args, **meta)
+        kernel[grid](*args, **meta)
     except OutOfResources as e:
         budget = smem.Budget(num_stages, smem.gemm_stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K, a.element_size()))
         raise SharedMemoryError(f"{BLOCK_M}x{BLOCK_N}x{BLOCK_K} with {num_stages} stages does not fit: "
                                 f"{e.required / 1024:.1f} KiB of shared memory asked, {e.limit / 1024:.1f} KiB per "
                                 f"block on this GPU (model: {budget.model / 1024:.1f} KiB)") from None
     return c
+
+
+def _out(a, b, out):
+    return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device) if out is None else out
+
+
+def matmul(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3, num_warps=None, GROUP_M=8, out=None):
+    """C = A @ B for 2D fp16/fp32 tensors with the pointer kernel (lesson 02)."""
+    _check_shapes(a, b)
+    return _launch(matmul_kernel, a, b, _out(a, b, out), BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)
+
+
+def matmul_tma(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3, num_warps=None, GROUP_M=8, out=None):
+    """C = A @ B through device-side TMA descriptors (lesson 03); checks the TMA rules first."""
+    _check_shapes(a, b)
+    c = _out(a, b, out)
+    for name, t, box in (("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]), ("C", c, [BLOCK_M, BLOCK_N])):
+        tma.check_operand(t, box, name)
+    alloc.install()
+    return _launch(matmul_tma_kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)

@@ -97,6 +97,13 @@ def test_no_gpu_selects_the_interpreter_before_any_kernel():
     assert out.split() == ["cpu", "1", "InterpretedFunction"]
 
 
+def test_no_gpu_and_triton_imported_first_is_a_clear_message():
+    out = subprocess.run([sys.executable, "-c", "import triton.language; import kernels"], capture_output=True,
+                         text=True, env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+                         | {"CUDA_VISIBLE_DEVICES": ""})
+    assert out.returncode != 0 and "`import kernels` before `import triton`" in out.stderr
+
+
 @cpu_only
 def test_no_gpu_timing_and_recording_say_why():
     with pytest.raises(NoGPUError, match="needs a CUDA GPU"):

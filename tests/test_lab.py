@@ -95,7 +95,9 @@ def test_results_records_have_same_run_baselines():
 @pytest.mark.parametrize("lesson, names", [
     ("00", ["torch_copy", "cublas_gemm", "cublas_gemm_zeros", "latency_hbm", "latency_l2", "gemm_pointer"]),
     ("01", ["torch_copy", "copy_tile", "copy_elem", "copy_rows", "copy_cols", "copy_tile_sweep"]),
-    ("02", ["cublas_gemm", "gemm_pointer", "torch_copy", "copy_loop_s1", "copy_loop_s4", "gemm_sweep"])])
+    ("02", ["cublas_gemm", "gemm_pointer", "torch_copy", "copy_loop_s1", "copy_loop_s4", "gemm_sweep"]),
+    ("03", ["torch_copy", "copy_tma", "copy_tma_loop_s4", "copy_tma_host_loop_s4", "torch_copy_small",
+            "transpose_tma", "gemm_tma", "gemm_pointer", "seed_gemm", "seed_gemm_grouped", "copy_tma_sweep"])])
 def test_reference_results_cover_each_lesson(lesson, names):
     rec = bench.Recorded()
     for name in names:
@@ -112,6 +114,10 @@ def test_recorded_sweeps_cover_every_widget_setting():
                                   ("01", "copy_tile_sweep", kernels.loads.sweep_configs())]:
         for cfg in configs:
             assert rec.find(lesson, name, config=cfg), f"no lesson {lesson} record for {cfg}"
+    import kernels.descriptors
+    for cfg in kernels.descriptors.sweep_configs():
+        fits = cfg["stages"] * cfg["BLOCK_M"] * cfg["BLOCK_N"] * 2 <= lim
+        assert bool(rec.find("03", "copy_tma_sweep", config=cfg)) == fits, cfg
     for cfg in kernels.cp_async.sweep_configs():
         fits = smem.Budget(cfg["stages"], smem.gemm_stage_bytes(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"])).fits
         assert bool(rec.find("02", "gemm_sweep", config=cfg)) == fits, cfg

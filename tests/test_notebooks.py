@@ -24,7 +24,8 @@ def test_hygiene(path):
             assert cell.execution_count is not None, f"cell {i} has outputs but was never run"
         last = cell.source.rstrip().splitlines()[-1]
         assert not last.endswith(";") or last.lstrip().startswith("#"), f"cell {i}: trailing ';'"
-        assert not re.search(r"_experimental_make_tensor_descriptor|make_block_ptr", cell.source)
+        assert not re.search(r"(_experimental_make_tensor_descriptor|make_block_ptr)\s*\(", cell.source), \
+            f"cell {i} calls an API removed or deprecated in current Triton"
         if "interact" in cell.source or "explore(" in cell.source:
             assert "NBVAL_IGNORE_OUTPUT" in cell.source, f"cell {i}: widget cell without NBVAL_IGNORE_OUTPUT"
 

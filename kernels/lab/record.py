@@ -9,7 +9,8 @@ import sys
 from .. import MODE, device_name
 from . import bench
 
-LESSONS = {"00": "kernels.roofline", "01": "kernels.loads", "02": "kernels.cp_async"}
+LESSONS = {"00": "kernels.roofline", "01": "kernels.loads", "02": "kernels.cp_async",
+           "03": "kernels.descriptors"}
 
 
 def main(argv):

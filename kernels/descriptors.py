@@ -1,0 +1,171 @@
+"""Lesson 03: TMA tensor descriptors. Copies, a transpose and a GEMM through tensor maps, against
+torch, cuBLAS and the pointer kernels of lessons 01-02; the seed article's GEMM as a case study;
+and where TMA does not pay."""
+import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from . import DEVICE, MODE, copy, device_name, gemm, seed_gemm, transpose
+from .lab import aot, bench, plots, smem
+from .lab.widgets import sliders
+from .roofline import copy_bytes, gemm_flops
+
+COPY_SHAPE = (16384, 16384)
+GEMM_SHAPE = (8192, 8192, 8192)
+SMALL_SHAPE = (256, 256)
+GEMM_TILE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64)
+STAGES = [1, 2, 3, 4]
+
+
+def _randn(*shape):
+    return torch.randn(*shape, device="cuda", dtype=torch.float16)
+
+
+def _checked_interleaved(fns, out, ref, exact):
+    """Check each callable's output on the shared inputs, then time them all in turn."""
+    for name, fn in fns.items():
+        out.fill_(float("nan"))
+        fn()
+        if exact:
+            assert torch.equal(out, ref), f"{name} is wrong"
+        else:
+            assert (out.float() - ref.float()).norm() / ref.float().norm() < 1e-2, f"{name} is wrong"
+    return bench.interleaved_ms(fns)
+
+
+def copy_variants(x, y):
+    return {"torch_copy": lambda: y.copy_(x),
+            "copy_tile": lambda: copy.copy_tile(x, out=y),
+            "copy_tma": lambda: copy.copy_tma(x, out=y),
+            "copy_loop_s4": lambda: copy.copy_loop(x, out=y, STAGES=4),
+            **{f"copy_tma_loop_s{s}": (lambda s=s: copy.copy_tma_loop(x, out=y, STAGES=s)) for s in STAGES},
+            "copy_tma_host_loop_s4": lambda: copy.copy_tma_loop(x, out=y, STAGES=4, descriptor="host")}
+
+
+def measure_copies(shape=COPY_SHAPE, lesson_name=""):
+    x = _randn(*shape)
+    y = torch.empty_like(x)
+    ms = _checked_interleaved(copy_variants(x, y), y, x, exact=True)
+    return [bench.record("03", n + lesson_name, t, shape=shape, nbytes=copy_bytes(x),
+                         baseline=None if n == "torch_copy" else "torch_copy" + lesson_name) for n, t in ms.items()]
+
+
+def measure_transpose():
+    x = _randn(*COPY_SHAPE)
+    y = torch.empty_like(x)
+    fns = {"torch_transpose": lambda: y.copy_(x.t()), "transpose_tile": lambda: transpose.transpose_tile(x, out=y),
+           "transpose_tma": lambda: transpose.transpose_tma(x, out=y)}
+    ms = _checked_interleaved(fns, y, x.t(), exact=True)
+    return [bench.record("03", n, t, shape=COPY_SHAPE, nbytes=copy_bytes(x),
+                         baseline=None if n == "torch_transpose" else "torch_transpose") for n, t in ms.items()]
+
+
+def measure_gemm(tile=GEMM_TILE):
+    M, N, K = GEMM_SHAPE
+    a, b = _randn(M, K), _randn(K, N)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    fns = {"cublas_gemm": lambda: torch.matmul(a, b, out=c)}
+    for s in STAGES:
+        fns[f"gemm_pointer_s{s}"] = (lambda s=s: gemm.matmul(a, b, num_stages=s, out=c, **tile))
+        fns[f"gemm_tma_s{s}"] = (lambda s=s: gemm.matmul_tma(a, b, num_stages=s, out=c, **tile))
+    ms = _checked_interleaved(fns, c, torch.matmul(a, b), exact=False)
+    return [bench.record("03", n if n == "cublas_gemm" else n.rsplit("_s", 1)[0], t, shape=GEMM_SHAPE,
+                         flops=gemm_flops(M, N, K), baseline=None if n == "cublas_gemm" else "cublas_gemm",
+                         config={} if n == "cublas_gemm" else {**tile, "stages": int(n.rsplit("_s", 1)[1])})
+            for n, t in ms.items()]
+
+
+def measure_seed():
+    """The seed article's GEMM as written (row-major tile order) against the grouped-order kernel with
+    the same tile, warps and stages."""
+    M, N, K = GEMM_SHAPE
+    a, b = _randn(M, K), _randn(K, N)
+    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    fns = {"seed_gemm": lambda: c.copy_(seed_gemm.seed_gemm(a, b)),
+           "seed_gemm_grouped": lambda: gemm.matmul_tma(a, b, 128, 128, 64, num_stages=3, num_warps=4, out=c),
+           "cublas_gemm": lambda: torch.matmul(a, b, out=c)}
+    ms = _checked_interleaved(fns, c, torch.matmul(a, b), exact=False)
+    cfg = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, num_warps=4)
+    return [bench.record("03", n if n != "cublas_gemm" else "cublas_gemm_seed_run", t, shape=GEMM_SHAPE,
+                         flops=gemm_flops(M, N, K), config={} if n == "cublas_gemm" else cfg,
+                         baseline=None if n == "cublas_gemm" else "cublas_gemm_seed_run") for n, t in ms.items()]
+
+
+def _recorded(names=None, shape=None):
+    rec = bench.Recorded()
+    return {r["name"] + (f"_s{r['config']['stages']}" if "stages" in r["config"] and r["name"].startswith("gemm_")
+                         else ""): r
+            for r in rec.all("03") if (shape is None or r["shape"] == list(shape))}, rec.label
+
+
+def results(kind):
+    """{name: record} for 'copy', 'small', 'transpose', 'gemm' or 'seed': measured now (GPU) or recorded."""
+    measure = {"copy": measure_copies, "small": lambda: measure_copies(SMALL_SHAPE, "_small"),
+               "transpose": measure_transpose, "gemm": measure_gemm, "seed": measure_seed}[kind]
+    if MODE != "cpu":
+        recs = measure()
+        return {r["name"] + (f"_s{r['config']['stages']}" if r["name"] in ("gemm_pointer", "gemm_tma") else ""): r
+                for r in recs}, f"measured live on {device_name()}"
+    shape = {"copy": COPY_SHAPE, "small": SMALL_SHAPE, "transpose": COPY_SHAPE, "gemm": GEMM_SHAPE,
+             "seed": GEMM_SHAPE}[kind]
+    recs, label = _recorded(shape=shape)
+    keep = {"copy": lambda n: n.startswith(("torch_copy", "copy_")) and not n.endswith("_small"),
+            "small": lambda n: n.endswith("_small"), "transpose": lambda n: "transpose" in n,
+            "gemm": lambda n: n == "cublas_gemm" or n.startswith("gemm_"),
+            "seed": lambda n: "seed" in n}[kind]
+    return {n: r for n, r in recs.items() if keep(n)}, label
+
+
+@sliders(defaults=dict(BLOCK_M=64, BLOCK_N=128, stages=4, descriptor="device"),
+         BLOCK_M=[32, 64, 128, 256], BLOCK_N=[64, 128, 256], stages=STAGES, descriptor=["device", "host"])
+def tma_copy(BLOCK_M, BLOCK_N, stages, descriptor):
+    """Widget: a persistent TMA copy - its box, its code, its shared memory, its bandwidth."""
+    x = torch.empty(4, dtype=torch.float16, device=DEVICE)
+    M, N = COPY_SHAPE
+    meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=stages, num_warps=4)
+    if descriptor == "host":
+        xd = TensorDescriptor(x, [M, N], [N, 1], [BLOCK_M, BLOCK_N])
+        compiled = aot.compile_sm90(copy.copy_tma_host_loop_kernel, xd, xd, M, N, **meta)
+    else:
+        compiled = aot.compile_sm90(copy.copy_tma_loop_kernel, x, x, M, N, N, N, **meta)
+    box = BLOCK_M * BLOCK_N * 2
+    budget = smem.Budget(stages, box, compiled=compiled.shared)
+    print(f"box {BLOCK_M}x{BLOCK_N} fp16 = {box // 1024} KiB per TMA load; {descriptor}-side tensor map")
+    print(budget.text())
+    budget.require()
+    counts = compiled.counts()
+    print(f"sm_90 code: {counts['cp.async.bulk.tensor load']} TMA load(s) and {counts['cp.async.bulk.tensor store']} "
+          f"TMA store(s) in the code, {counts['mbarrier']} mbarrier operations, {counts['ld.global']} ld.global")
+    config = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, descriptor=descriptor)
+    xs = _randn(M, N) if MODE != "cpu" else None
+    ys = torch.empty_like(xs) if xs is not None else None
+    rate, base, where = bench.versus(
+        lambda: copy.copy_tma_loop(xs, out=ys, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=stages, descriptor=descriptor),
+        lambda: ys.copy_(xs), rate=lambda ms: bench.gbps(4 * M * N, ms), lesson="03", name="copy_tma_sweep",
+        config=config, shape=COPY_SHAPE, base_name="torch_copy")
+    if rate is None:
+        print("no recorded measurement for this configuration")
+        return
+    print(f"16384^2 fp16 copy: {rate:.0f} GB/s = {rate / base:.2f}x torch copy ({base:.0f} GB/s), {where}")
+    plots.versus(f"TMA {BLOCK_M}x{BLOCK_N}, {stages} stages, {descriptor}", rate, "torch copy", base,
+                 "GB/s (bytes read + written)", where)
+
+
+def sweep_configs():
+    from .lab.widgets import combinations
+    return list(combinations(tma_copy))
+
+
+def benchmarks():
+    records = measure_copies() + measure_copies(SMALL_SHAPE, "_small") + measure_transpose() + measure_gemm() \
+        + measure_seed()
+    x = _randn(*COPY_SHAPE)
+    y = torch.empty_like(x)
+    lim = smem.limit()
+    for cfg in sweep_configs():
+        if cfg["stages"] * cfg["BLOCK_M"] * cfg["BLOCK_N"] * 2 > lim:
+            continue  # refused by the widget: more than one block's shared memory
+        ms = bench.median_ms(lambda: copy.copy_tma_loop(x, out=y, BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"],
+                                                        STAGES=cfg["stages"], descriptor=cfg["descriptor"]))
+        records.append(bench.record("03", "copy_tma_sweep", ms, shape=COPY_SHAPE, config=cfg, nbytes=copy_bytes(x),
+                                    baseline="torch_copy"))
+    return records
