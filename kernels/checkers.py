@@ -185,3 +185,43 @@ def lesson03(matmul, kernel):
 
     return check.run("exercise 03", [("TMA matmul: values", values), ("TMA matmul: cp.async.bulk.tensor", code),
                                      ("TMA rules on bad inputs", rules)])
+
+
+def lesson04(matmul, kernel):
+    """``matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, programs)`` launches ``kernel`` (args as
+    gemm.matmul_kernel) on ``programs`` programs, which must walk all the tiles."""
+    from . import gemm
+    from .lab import smem
+    rng = random.Random()
+
+    def values():
+        for _ in range(3):  # more tiles than programs: only a persistent loop covers them all
+            M, N, K = rng.randint(130, 300), 8 * rng.randint(17, 40), 8 * rng.randint(9, 40)
+            a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
+            b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
+            out = matmul(a, b, 64, 64, 32, 2, programs=3)
+            if out is None:
+                raise NotImplementedError
+            if not out.abs().max() > 0:
+                raise check.NotAttempted("the product came out all zeros: the tile loop is still the stub")
+            check.compare(f"{M}x{K} @ {K}x{N} on 3 programs", out, a.float() @ b.float(), 1e-2)
+        return "within 1e-2 of torch on three ragged shapes, 3 programs walking all the tiles"
+
+    def code():
+        big = torch.empty(4096, 4096, dtype=torch.float16, device=DEVICE)
+        _, args, meta = gemm.launch_args(big, big, big, 128, 128, 64, 3)
+        compiled = aot.compile_sm90(kernel, *args, **meta)
+        counts = compiled.counts()
+        if not counts["wgmma"]:
+            raise check.NotAttempted("no tl.dot in the compiled code")
+        if not counts["cp.async.bulk.tensor load"]:
+            raise AssertionError("no cp.async.bulk.tensor loads: keep the tiles coming through the descriptors")
+        stage = smem.gemm_stage_bytes(128, 128, 64)
+        if compiled.shared < 2 * stage:
+            raise AssertionError(f"the kernel asks {compiled.shared} B of shared memory, less than two stages "
+                                 f"({2 * stage} B): the loads are not pipelined; keep the K loop a plain loop "
+                                 "over descriptor loads feeding tl.dot, so num_stages can build the ring")
+        return (f"{compiled.shared // 1024} KiB of shared memory at num_stages=3, more than two "
+                f"{stage // 1024} KiB stages of A and B tiles: the ring is there")
+
+    return check.run("exercise 04", [("persistent GEMM: values", values), ("pipelined: the ring in the code", code)])

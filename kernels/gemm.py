@@ -66,6 +66,65 @@ def matmul_tma_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
     c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
 
 
+@triton.jit
+def matmul_tma_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                                 stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                                 GROUP_M: tl.constexpr, TMA_STORE: tl.constexpr,
+                                 WARP_SPECIALIZE: tl.constexpr = False):
+    # persistent: a fixed grid (one program per SM) walks the tiles in grouped order; flatten=True lets
+    # the pipeliner run the next tile's first loads while the current tile's last steps compute
+    a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_am, 1], [BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [K, N], [stride_bk, 1], [BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N])
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True, warp_specialize=WARP_SPECIALIZE):
+        pid_m, pid_n = grouped_tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            acc = tl.dot(a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K]), b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N]), acc)
+        out = acc.to(c_ptr.dtype.element_ty)
+        if TMA_STORE:
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], out)
+        else:
+            rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+            rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+            tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, out,
+                     mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@triton.jit
+def matmul_tma_probe_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
+                            stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                            GROUP_M: tl.constexpr, STAGES: tl.constexpr, LOADS: tl.constexpr, MATH: tl.constexpr):
+    # lesson 04's measuring probe: the TMA GEMM with its K loop pipelined by tl.range, and either part
+    # switched off. LOADS=False loads the first tiles once and multiplies them K/BLOCK_K times (math
+    # only); MATH=False loads every tile and only sums it (loads only). Only LOADS=MATH=True is a GEMM.
+    a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_am, 1], [BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [K, N], [stride_bk, 1], [BLOCK_K, BLOCK_N])
+    c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N])
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    row_sums = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    col_sums = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    a = a_desc.load([pid_m * BLOCK_M, 0])
+    b = b_desc.load([0, pid_n * BLOCK_N])
+    for k in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=STAGES):
+        if LOADS:
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
+        if MATH:
+            acc = tl.dot(a, b, acc)
+        else:
+            row_sums += tl.sum(a.to(tl.float32), axis=1)
+            col_sums += tl.sum(b.to(tl.float32), axis=0)
+    if not MATH:
+        acc = row_sums[:, None] + col_sums[None, :]
+    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
+
+
 def default_warps(BLOCK_M, BLOCK_N):
     return 8 if BLOCK_M * BLOCK_N >= 128 * 128 else 4
 
@@ -114,11 +173,37 @@ def matmul(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3, num_warps=N
     return _launch(matmul_kernel, a, b, _out(a, b, out), BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)
 
 
+def _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K):
+    for name, t, box in (("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]), ("C", c, [BLOCK_M, BLOCK_N])):
+        tma.check_operand(t, box, name)
+    alloc.install()
+
+
+def matmul_tma_persistent(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_stages=3, num_warps=None, GROUP_M=8,
+                          tma_store=True, programs=None, out=None):
+    """C = A @ B with a persistent grid (one program per SM unless ``programs`` says otherwise) (lesson 04)."""
+    _check_shapes(a, b)
+    c = _out(a, b, out)
+    _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
+    tiles = triton.cdiv(a.shape[0], BLOCK_M) * triton.cdiv(b.shape[1], BLOCK_N)
+    sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4
+    _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)
+    matmul_tma_persistent_kernel[(min(tiles, programs or sms),)](*args, TMA_STORE=tma_store, **meta)
+    return c
+
+
+def matmul_tma_probe(a, b, stages, loads=True, math=True, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, out=None):
+    """Lesson 04's probe (see the kernel); only loads=math=True computes A @ B."""
+    c = _out(a, b, out)
+    _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
+    grid, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, 1)
+    matmul_tma_probe_kernel[grid](*args, STAGES=stages, LOADS=loads, MATH=math, **meta)
+    return c
+
+
 def matmul_tma(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3, num_warps=None, GROUP_M=8, out=None):
     """C = A @ B through device-side TMA descriptors (lesson 03); checks the TMA rules first."""
     _check_shapes(a, b)
     c = _out(a, b, out)
-    for name, t, box in (("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]), ("C", c, [BLOCK_M, BLOCK_N])):
-        tma.check_operand(t, box, name)
-    alloc.install()
+    _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
     return _launch(matmul_tma_kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)

@@ -97,7 +97,9 @@ def test_results_records_have_same_run_baselines():
     ("01", ["torch_copy", "copy_tile", "copy_elem", "copy_rows", "copy_cols", "copy_tile_sweep"]),
     ("02", ["cublas_gemm", "gemm_pointer", "torch_copy", "copy_loop_s1", "copy_loop_s4", "gemm_sweep"]),
     ("03", ["torch_copy", "copy_tma", "copy_tma_loop_s4", "copy_tma_host_loop_s4", "torch_copy_small",
-            "transpose_tma", "gemm_tma", "gemm_pointer", "seed_gemm", "seed_gemm_grouped", "copy_tma_sweep"])])
+            "transpose_tma", "gemm_tma", "gemm_pointer", "seed_gemm", "seed_gemm_grouped", "copy_tma_sweep"]),
+    ("04", ["cublas_gemm", "probe_full", "probe_math_only", "probe_loads_only", "gemm_tma_persistent",
+            "gemm_tma_persistent_ptrstore", "cublas_gemm_shapes", "gemm_tma_persistent_shapes", "gemm_sweep"])])
 def test_reference_results_cover_each_lesson(lesson, names):
     rec = bench.Recorded()
     for name in names:
@@ -118,6 +120,9 @@ def test_recorded_sweeps_cover_every_widget_setting():
     for cfg in kernels.descriptors.sweep_configs():
         fits = cfg["stages"] * cfg["BLOCK_M"] * cfg["BLOCK_N"] * 2 <= lim
         assert bool(rec.find("03", "copy_tma_sweep", config=cfg)) == fits, cfg
+    import kernels.pipeline
+    for cfg in kernels.pipeline.sweep_configs():  # recorded exactly where the compiled kernel fits
+        assert bool(rec.find("04", "gemm_sweep", config=cfg)) == kernels.pipeline.fits(cfg), cfg
     for cfg in kernels.cp_async.sweep_configs():
         fits = smem.Budget(cfg["stages"], smem.gemm_stage_bytes(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"])).fits
         assert bool(rec.find("02", "gemm_sweep", config=cfg)) == fits, cfg

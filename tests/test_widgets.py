@@ -10,6 +10,7 @@ import kernels
 import kernels.cp_async  # noqa: F401  (each lesson module registers its widget)
 import kernels.descriptors  # noqa: F401
 import kernels.loads  # noqa: F401
+import kernels.pipeline  # noqa: F401
 import kernels.roofline  # noqa: F401
 from kernels.lab.widgets import REGISTRY, combinations, run_safely
 
