@@ -64,6 +64,30 @@ def lesson00(gemm_intensity, roofline_ms, axpy, axpy_kernel):
                                      ("axpy: values", axpy_values), ("axpy: compiled code", axpy_code)])
 
 
+def _gemm_values(matmul, shapes, *launch, **kw):
+    """Check ``matmul(a, b, *launch, **kw)`` on fresh random fp16 inputs of each (M, N, K) shape."""
+    for M, N, K in shapes:
+        a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
+        b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
+        out = matmul(a, b, *launch, **kw)
+        if out is None:
+            raise NotImplementedError
+        if not out.abs().max() > 0:
+            raise check.NotAttempted("the product came out all zeros: the loop is still the stub")
+        check.compare(f"{M}x{K} @ {K}x{N}", out, a.float() @ b.float(), 1e-2)
+
+
+def _gemm_code(kernel, stages=3):
+    """The sm_90 code of a learner's GEMM kernel (gemm.matmul_kernel's arguments) at 4096^3, 128x128x64."""
+    from . import gemm
+    big = torch.empty(4096, 4096, dtype=torch.float16, device=DEVICE)
+    _, args, meta = gemm.launch_args(big, big, big, 128, 128, 64, stages)
+    compiled = aot.compile_sm90(kernel, *args, **meta)
+    if not compiled.counts()["wgmma"] and not compiled.counts()["mma.sync"]:
+        raise check.NotAttempted("no tl.dot in the compiled code")
+    return compiled
+
+
 def _ragged_shapes(rng, n=3):
     """Shapes that are not multiples of any tile: the edges need masks."""
     return [(rng.randint(65, 400), rng.randint(65, 400)) for _ in range(n)]
@@ -102,26 +126,13 @@ def lesson02(matmul, kernel):
     rng = random.Random()
 
     def values():
-        for _ in range(3):
-            M, N, K = rng.randint(65, 300), rng.randint(65, 300), rng.randint(65, 300)
-            a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
-            b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
-            out = matmul(a, b, 32, 32, 32, 2)
-            if out is None:
-                raise NotImplementedError
-            if not out.abs().max() > 0:
-                raise check.NotAttempted("the product came out all zeros: the K loop is still the stub")
-            check.compare(f"{M}x{K} @ {K}x{N}", out, a.float() @ b.float(), 1e-2)
+        _gemm_values(matmul, [(rng.randint(65, 300), rng.randint(65, 300), rng.randint(65, 300)) for _ in range(3)],
+                     32, 32, 32, 2)
         return "within 1e-2 of torch on three ragged shapes"
 
     def code():
-        big = torch.empty(4096, 4096, dtype=torch.float16, device=DEVICE)
-        from . import gemm
-        _, args, meta = gemm.launch_args(big, big, big, 128, 128, 64, 3)
-        compiled = aot.compile_sm90(kernel, *args, **meta)
+        compiled = _gemm_code(kernel)
         counts = compiled.counts()
-        if not counts["wgmma"] and not counts["mma.sync"]:
-            raise check.NotAttempted("no tl.dot in the compiled code")
         check.require(compiled, "cp.async", "with num_stages=3 the loads feeding tl.dot should become asynchronous "
                       "copies; they do when the loop's loads go straight into tl.dot and the pointers advance by a "
                       "loop-invariant step")
@@ -137,27 +148,14 @@ def lesson03(matmul, kernel):
     from .lab.errors import TMAError
     rng = random.Random()
 
-    def values():
-        for _ in range(3):  # ragged against the tiles; K and N stay multiples of 8 (16-byte row strides)
-            M, N, K = rng.randint(65, 300), 8 * rng.randint(9, 40), 8 * rng.randint(9, 40)
-            a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
-            b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
-            out = matmul(a, b, 64, 64, 32, 2)
-            if out is None:
-                raise NotImplementedError
-            if not out.abs().max() > 0:
-                raise check.NotAttempted("the product came out all zeros: the K loop is still the stub")
-            check.compare(f"{M}x{K} @ {K}x{N}", out, a.float() @ b.float(), 1e-2)
+    def values():  # ragged against the tiles; K and N stay multiples of 8 (16-byte row strides)
+        _gemm_values(matmul, [(rng.randint(65, 300), 8 * rng.randint(9, 40), 8 * rng.randint(9, 40))
+                              for _ in range(3)], 64, 64, 32, 2)
         return "within 1e-2 of torch on three ragged shapes (the edges come from TMA's zero fill)"
 
     def code():
-        big = torch.empty(4096, 4096, dtype=torch.float16, device=DEVICE)
-        from . import gemm
-        _, args, meta = gemm.launch_args(big, big, big, 128, 128, 64, 3)
-        compiled = aot.compile_sm90(kernel, *args, **meta)
+        compiled = _gemm_code(kernel)
         counts = compiled.counts()
-        if not counts["wgmma"] and not counts["mma.sync"]:
-            raise check.NotAttempted("no tl.dot in the compiled code")
         if not counts["cp.async.bulk.tensor load"]:
             raise AssertionError(f"no cp.async.bulk.tensor in the sm_90 code ({counts['ld.global']} ld.global, "
                                  f"{counts['cp.async']} cp.async): load the tiles with a descriptor's .load([row, col]), "
@@ -190,31 +188,17 @@ def lesson03(matmul, kernel):
 def lesson04(matmul, kernel):
     """``matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, programs)`` launches ``kernel`` (args as
     gemm.matmul_kernel) on ``programs`` programs, which must walk all the tiles."""
-    from . import gemm
     from .lab import smem
     rng = random.Random()
 
-    def values():
-        for _ in range(3):  # more tiles than programs: only a persistent loop covers them all
-            M, N, K = rng.randint(130, 300), 8 * rng.randint(17, 40), 8 * rng.randint(9, 40)
-            a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
-            b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
-            out = matmul(a, b, 64, 64, 32, 2, programs=3)
-            if out is None:
-                raise NotImplementedError
-            if not out.abs().max() > 0:
-                raise check.NotAttempted("the product came out all zeros: the tile loop is still the stub")
-            check.compare(f"{M}x{K} @ {K}x{N} on 3 programs", out, a.float() @ b.float(), 1e-2)
+    def values():  # more tiles than programs: only a persistent loop covers them all
+        _gemm_values(matmul, [(rng.randint(130, 300), 8 * rng.randint(17, 40), 8 * rng.randint(9, 40))
+                              for _ in range(3)], 64, 64, 32, 2, programs=3)
         return "within 1e-2 of torch on three ragged shapes, 3 programs walking all the tiles"
 
     def code():
-        big = torch.empty(4096, 4096, dtype=torch.float16, device=DEVICE)
-        _, args, meta = gemm.launch_args(big, big, big, 128, 128, 64, 3)
-        compiled = aot.compile_sm90(kernel, *args, **meta)
-        counts = compiled.counts()
-        if not counts["wgmma"]:
-            raise check.NotAttempted("no tl.dot in the compiled code")
-        if not counts["cp.async.bulk.tensor load"]:
+        compiled = _gemm_code(kernel)
+        if not compiled.counts()["cp.async.bulk.tensor load"]:
             raise AssertionError("no cp.async.bulk.tensor loads: keep the tiles coming through the descriptors")
         stage = smem.gemm_stage_bytes(128, 128, 64)
         if compiled.shared < 2 * stage:

@@ -43,12 +43,7 @@ def measure_stages(tile=TILE, stages=STAGES):
     fns = {"cublas_gemm": lambda: torch.matmul(a, b, out=c)}
     for s in stages:
         fns[s] = (lambda s=s: gemm.matmul(a, b, num_stages=s, out=c, **tile))
-    ref = torch.matmul(a, b)
-    for name, fn in fns.items():  # each checked on these inputs before it is timed
-        c.fill_(float("nan"))
-        fn()
-        assert (c.float() - ref.float()).norm() / ref.float().norm() < 1e-2, f"{name} is wrong"
-    ms = bench.interleaved_ms(fns)
+    ms = bench.checked_interleaved(fns, c, torch.matmul(a, b), tol=1e-2)
     flops = gemm_flops(*SHAPE)
     return [bench.record("02", "cublas_gemm" if n == "cublas_gemm" else "gemm_pointer", t, shape=SHAPE, flops=flops,
                          config={} if n == "cublas_gemm" else {**tile, "stages": n},
@@ -80,12 +75,7 @@ def copy_loop_variants(x, y):
 def measure_copy_loop():
     x = torch.randn(*COPY_SHAPE, device="cuda", dtype=torch.float16)
     y = torch.empty_like(x)
-    fns = copy_loop_variants(x, y)
-    for name, fn in fns.items():
-        y.fill_(float("nan"))
-        fn()
-        assert torch.equal(y, x), f"{name} copied wrongly"
-    ms = bench.interleaved_ms(fns)
+    ms = bench.checked_interleaved(copy_loop_variants(x, y), y, x)
     return [bench.record("02", n, t, shape=COPY_SHAPE, nbytes=copy_bytes(x),
                          config={"STAGES": int(n[-1])} if n.startswith("copy_loop") else {},
                          baseline=None if n == "torch_copy" else "torch_copy") for n, t in ms.items()]
@@ -118,11 +108,8 @@ def gemm_stages(BLOCK_M, BLOCK_N, BLOCK_K, stages):
                                      rate=lambda ms: bench.tflops(gemm_flops(*SHAPE), ms), lesson="02",
                                      name="gemm_sweep", config=config, shape=SHAPE, base_name="cublas_gemm",
                                      unit="tflops")
-    if rate is None:
-        print("no recorded measurement for this configuration")
-        return
-    print(f"8192^3 fp16: {rate:.0f} TFLOP/s = {rate / base:.2f}x cuBLAS ({base:.0f}), {where}")
-    plots.versus(f"{BLOCK_M}x{BLOCK_N}x{BLOCK_K}, {stages} stages", rate, "cuBLAS", base, "TFLOP/s", where)
+    plots.report_versus("8192^3 fp16", f"{BLOCK_M}x{BLOCK_N}x{BLOCK_K}, {stages} stages", rate, "cuBLAS", base,
+                        "TFLOP/s", where)
 
 
 def sweep_configs():

@@ -20,18 +20,6 @@ def _randn(*shape):
     return torch.randn(*shape, device="cuda", dtype=torch.float16)
 
 
-def _checked_interleaved(fns, out, ref, exact):
-    """Check each callable's output on the shared inputs, then time them all in turn."""
-    for name, fn in fns.items():
-        out.fill_(float("nan"))
-        fn()
-        if exact:
-            assert torch.equal(out, ref), f"{name} is wrong"
-        else:
-            assert (out.float() - ref.float()).norm() / ref.float().norm() < 1e-2, f"{name} is wrong"
-    return bench.interleaved_ms(fns)
-
-
 def copy_variants(x, y):
     return {"torch_copy": lambda: y.copy_(x),
             "copy_tile": lambda: copy.copy_tile(x, out=y),
@@ -44,7 +32,7 @@ def copy_variants(x, y):
 def measure_copies(shape=COPY_SHAPE, lesson_name=""):
     x = _randn(*shape)
     y = torch.empty_like(x)
-    ms = _checked_interleaved(copy_variants(x, y), y, x, exact=True)
+    ms = bench.checked_interleaved(copy_variants(x, y), y, x)
     return [bench.record("03", n + lesson_name, t, shape=shape, nbytes=copy_bytes(x),
                          baseline=None if n == "torch_copy" else "torch_copy" + lesson_name) for n, t in ms.items()]
 
@@ -54,7 +42,7 @@ def measure_transpose():
     y = torch.empty_like(x)
     fns = {"torch_transpose": lambda: y.copy_(x.t()), "transpose_tile": lambda: transpose.transpose_tile(x, out=y),
            "transpose_tma": lambda: transpose.transpose_tma(x, out=y)}
-    ms = _checked_interleaved(fns, y, x.t(), exact=True)
+    ms = bench.checked_interleaved(fns, y, x.t())
     return [bench.record("03", n, t, shape=COPY_SHAPE, nbytes=copy_bytes(x),
                          baseline=None if n == "torch_transpose" else "torch_transpose") for n, t in ms.items()]
 
@@ -67,7 +55,7 @@ def measure_gemm(tile=GEMM_TILE):
     for s in STAGES:
         fns[f"gemm_pointer_s{s}"] = (lambda s=s: gemm.matmul(a, b, num_stages=s, out=c, **tile))
         fns[f"gemm_tma_s{s}"] = (lambda s=s: gemm.matmul_tma(a, b, num_stages=s, out=c, **tile))
-    ms = _checked_interleaved(fns, c, torch.matmul(a, b), exact=False)
+    ms = bench.checked_interleaved(fns, c, torch.matmul(a, b), tol=1e-2)
     return [bench.record("03", n if n == "cublas_gemm" else n.rsplit("_s", 1)[0], t, shape=GEMM_SHAPE,
                          flops=gemm_flops(M, N, K), baseline=None if n == "cublas_gemm" else "cublas_gemm",
                          config={} if n == "cublas_gemm" else {**tile, "stages": int(n.rsplit("_s", 1)[1])})
@@ -83,7 +71,7 @@ def measure_seed():
     fns = {"seed_gemm": lambda: c.copy_(seed_gemm.seed_gemm(a, b)),
            "seed_gemm_grouped": lambda: gemm.matmul_tma(a, b, 128, 128, 64, num_stages=3, num_warps=4, out=c),
            "cublas_gemm": lambda: torch.matmul(a, b, out=c)}
-    ms = _checked_interleaved(fns, c, torch.matmul(a, b), exact=False)
+    ms = bench.checked_interleaved(fns, c, torch.matmul(a, b), tol=1e-2)
     cfg = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, num_warps=4)
     return [bench.record("03", n if n != "cublas_gemm" else "cublas_gemm_seed_run", t, shape=GEMM_SHAPE,
                          flops=gemm_flops(M, N, K), config={} if n == "cublas_gemm" else cfg,
@@ -142,12 +130,8 @@ def tma_copy(BLOCK_M, BLOCK_N, stages, descriptor):
         lambda: copy.copy_tma_loop(xs, out=ys, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=stages, descriptor=descriptor),
         lambda: ys.copy_(xs), rate=lambda ms: bench.gbps(4 * M * N, ms), lesson="03", name="copy_tma_sweep",
         config=config, shape=COPY_SHAPE, base_name="torch_copy")
-    if rate is None:
-        print("no recorded measurement for this configuration")
-        return
-    print(f"16384^2 fp16 copy: {rate:.0f} GB/s = {rate / base:.2f}x torch copy ({base:.0f} GB/s), {where}")
-    plots.versus(f"TMA {BLOCK_M}x{BLOCK_N}, {stages} stages, {descriptor}", rate, "torch copy", base,
-                 "GB/s (bytes read + written)", where)
+    plots.report_versus("16384^2 fp16 copy", f"TMA {BLOCK_M}x{BLOCK_N}, {stages} stages, {descriptor}", rate,
+                        "torch copy", base, "GB/s", where)
 
 
 def sweep_configs():

@@ -29,12 +29,7 @@ def measure():
     """Every variant on 16384^2 fp16, interleaved, each checked first. Returns records."""
     x = torch.randn(*SHAPE, device="cuda", dtype=torch.float16)
     y = torch.empty_like(x)
-    fns = variants(x, y)
-    for name, fn in fns.items():
-        y.fill_(float("nan"))
-        fn()
-        assert torch.equal(y, x), f"{name} copied wrongly"
-    ms = bench.interleaved_ms(fns)
+    ms = bench.checked_interleaved(variants(x, y), y, x)
     return [bench.record("01", name, t, shape=SHAPE, config=CONFIGS[name], nbytes=copy_bytes(x),
                          baseline=None if name == "torch_copy" else "torch_copy") for name, t in ms.items()]
 
@@ -83,12 +78,8 @@ def tile_copy(BLOCK_M, BLOCK_N, num_warps, stages):
     rate, base, where = bench.versus(lambda: copy.copy_tile(x, out=y, **config), lambda: y.copy_(x),
                                      rate=lambda ms: bench.gbps(copy_bytes(x), ms), lesson="01",
                                      name="copy_tile_sweep", config=config, shape=SHAPE, base_name="torch_copy")
-    if rate is None:
-        print("no recorded measurement for this configuration")
-        return
-    print(f"16384^2 fp16 copy: {rate:.0f} GB/s = {rate / base:.2f}x torch copy ({base:.0f} GB/s), {where}")
-    plots.versus(f"tile {BLOCK_M}x{BLOCK_N}, {num_warps} warps", rate, "torch copy", base,
-                 "GB/s (bytes read + written)", where)
+    plots.report_versus("16384^2 fp16 copy", f"tile {BLOCK_M}x{BLOCK_N}, {num_warps} warps", rate, "torch copy",
+                        base, "GB/s", where)
 
 
 def sweep_configs():

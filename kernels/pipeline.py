@@ -43,11 +43,8 @@ def measure_model():
             key = f"probe_{probe}@{s}"
             fns[key] = (lambda s=s, loads=loads, mth=mth: gemm.matmul_tma_probe(a, b, s, loads, mth, out=c, **TILE))
             configs[key] = {**TILE, "stages": s}
-    for s in STAGES:  # the probe with both parts on is a GEMM: check it
-        c.fill_(float("nan"))
-        fns[f"probe_full@{s}"]()
-        assert (c.float() - ref.float()).norm() / ref.float().norm() < 1e-2, f"probe at {s} stages is wrong"
-    return _records(bench.interleaved_ms(fns), SHAPE, configs)
+    ms = bench.checked_interleaved(fns, c, ref, tol=1e-2, checked=[f"probe_full@{s}" for s in STAGES])
+    return _records(ms, SHAPE, configs)
 
 
 def step_variants(a, b, c):
@@ -77,11 +74,7 @@ def measure_steps():
     a, b, c = _operands(shape)
     ref = torch.matmul(a, b)
     variants = {k: v for k, v in step_variants(a, b, c).items() if _fits(v[0])}
-    for name, (fn, _) in variants.items():
-        c.fill_(float("nan"))
-        fn()
-        assert (c.float() - ref.float()).norm() / ref.float().norm() < 1e-2, f"{name} is wrong"
-    ms = bench.interleaved_ms({k: v[0] for k, v in variants.items()})
+    ms = bench.checked_interleaved({k: v[0] for k, v in variants.items()}, c, ref, tol=1e-2)
     return _records(ms, shape, {k: v[1] for k, v in variants.items()})
 
 
@@ -95,11 +88,7 @@ def measure_shapes():
                     if not k.startswith("gemm_tma_persistent_ptrstore")}
         variants["gemm_pointer@4"] = (lambda: gemm.matmul(a, b, num_stages=4, out=c, **TILE), {**TILE, "stages": 4})
         variants = {k: v for k, v in variants.items() if _fits(v[0])}
-        for name, (fn, _) in variants.items():
-            c.fill_(float("nan"))
-            fn()
-            assert (c.float() - ref.float()).norm() / ref.float().norm() < 1e-2, f"{name} on {shape} is wrong"
-        ms = bench.interleaved_ms({k: v[0] for k, v in variants.items()})
+        ms = bench.checked_interleaved({k: v[0] for k, v in variants.items()}, c, ref, tol=1e-2)
         records += [dict(r, name=r["name"] + "_shapes") if r["name"] != "cublas_gemm" else dict(r, name="cublas_gemm_shapes")
                     for r in _records(ms, shape, {k: v[1] for k, v in variants.items()}, baseline="cublas_gemm_shapes")]
     return records
@@ -217,12 +206,8 @@ def pipelined_gemm(BLOCK_M, BLOCK_N, stages, persistent):
                                      rate=lambda ms: bench.tflops(gemm_flops(*SHAPE), ms), lesson="04",
                                      name="gemm_sweep", config=config, shape=SHAPE, base_name="cublas_gemm_sweep_run",
                                      unit="tflops")
-    if rate is None:
-        print("no recorded measurement for this configuration")
-        return
-    print(f"8192^3 fp16: {rate:.0f} TFLOP/s = {rate / base:.2f}x cuBLAS ({base:.0f}), {where}")
-    plots.versus(f"{BLOCK_M}x{BLOCK_N}x64, {stages} stages{', persistent' if persistent else ''}", rate, "cuBLAS",
-                 base, "TFLOP/s", where)
+    plots.report_versus("8192^3 fp16", f"{BLOCK_M}x{BLOCK_N}x64, {stages} stages{', persistent' if persistent else ''}",
+                        rate, "cuBLAS", base, "TFLOP/s", where)
 
 
 def sweep_configs():

@@ -39,6 +39,19 @@ def interleaved_ms(fns: dict, rounds=3, **kw) -> dict:
     return {name: statistics.median(v) for name, v in seen.items()}
 
 
+def checked_interleaved(fns, out, ref, tol=0.0, checked=None):
+    """Check what each callable writes into ``out`` (poisoned first) against ``ref`` - exactly when
+    ``tol`` is 0, else by relative error - then time them all in turn (``interleaved_ms``).
+    ``checked`` names the callables to check (default: all; a probe that computes nothing is not)."""
+    for name in fns if checked is None else checked:
+        out.fill_(float("nan"))
+        fns[name]()
+        ok = torch.equal(out, ref) if tol == 0 else \
+            ((out.float() - ref.float()).norm() / ref.float().norm()).item() < tol
+        assert ok, f"{name} computed a wrong result"
+    return interleaved_ms(fns)
+
+
 def gbps(nbytes, ms):
     return nbytes / (ms * 1e-3) / 1e9
 
