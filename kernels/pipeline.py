@@ -166,7 +166,8 @@ def timeline(C, M, stages, steps=8):
 
 def plot_timeline(C, M, stages, ax=None, title=None):
     load, comp = timeline(C, M, stages)
-    if ax is None:
+    own = ax is None  # draw and show a figure of its own, or fill the caller's axes
+    if own:
         _, ax = plt.subplots(figsize=(7, 1.8))
     for k, ((l0, l1), (c0, c1)) in enumerate(zip(load, comp)):
         ax.broken_barh([(l0, l1 - l0)], (1.1, 0.8), color=f"C{k % 10}", alpha=0.6)
@@ -174,7 +175,8 @@ def plot_timeline(C, M, stages, ax=None, title=None):
         ax.text((c0 + c1) / 2, 0.5, str(k), ha="center", va="center", fontsize=7, color="white")
     ax.set(yticks=[0.5, 1.5], yticklabels=["compute", "load"], xlabel="time per step (us)",
            title=title or f"{stages} stage(s): {comp[-1][1]:.1f} us for 8 steps")
-    plt.show()
+    if own:
+        plt.show()
 
 
 # ---- the widget ----------------------------------------------------------------------------------
