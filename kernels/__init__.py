@@ -47,6 +47,12 @@ _MODE_TEXT = {
 }
 
 
+def sm_count(t):
+    """Streaming multiprocessors of the GPU that holds ``t``: the grid of a persistent kernel
+    (4 programs stand in for them in the interpreter)."""
+    return torch.cuda.get_device_properties(t.device).multi_processor_count if t.is_cuda else 4
+
+
 def device_name():
     return torch.cuda.get_device_name() if MODE != "cpu" else "CPU (no CUDA device)"
 

@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import tma
+from . import sm_count, tma
 from .lab import alloc
 
 
@@ -132,9 +132,7 @@ def copy_loop_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym,
 def copy_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, STAGES=3, num_warps=4, programs=None):
     """y = x with a persistent grid (one program per SM by default) and a tl.range-pipelined loop."""
     y = torch.empty_like(x) if out is None else out
-    if programs is None:
-        programs = torch.cuda.get_device_properties(0).multi_processor_count if x.is_cuda else 4
-    copy_loop_kernel[(programs,)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
+    copy_loop_kernel[(programs or sm_count(x),)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
                                   BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=STAGES, num_warps=num_warps)
     return y
 
@@ -167,17 +165,13 @@ def copy_tma_host_loop_kernel(x_desc, y_desc, M, N,
     _copy_tiles(x_desc, y_desc, M, N, BLOCK_M, BLOCK_N, STAGES)
 
 
-def _programs(x):
-    return torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
-
-
 def copy_tma_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, STAGES=4, descriptor="device", num_warps=4):
     """y = x, persistent grid, TMA loads and stores through ``descriptor``-side tensor maps."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     y = torch.empty_like(x) if out is None else out
     tma.check_operand(x, [BLOCK_M, BLOCK_N], "input")
     tma.check_operand(y, [BLOCK_M, BLOCK_N], "output")
-    grid = (_programs(x),)
+    grid = (sm_count(x),)
     meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=STAGES, num_warps=num_warps)
     if descriptor == "host":
         xd, yd = (TensorDescriptor.from_tensor(t, [BLOCK_M, BLOCK_N]) for t in (x, y))

@@ -14,13 +14,6 @@ STAGES = [1, 2, 3, 4]
 COPY_SHAPE = (16384, 16384)
 
 
-def _operands(shape=SHAPE):
-    """Random fp16 A, B and an output C on the GPU."""
-    M, N, K = shape
-    a, b = (torch.randn(*s, device="cuda", dtype=torch.float16) for s in ((M, K), (K, N)))
-    return a, b, torch.empty(M, N, device="cuda", dtype=torch.float16)
-
-
 def compile_gemm(BLOCK_M, BLOCK_N, BLOCK_K, stages, shape=SHAPE):
     """The sm_90 code of the pointer GEMM for this configuration (compiling reads only shapes and
     alignment, so uninitialised operands do)."""
@@ -39,7 +32,7 @@ def budget(BLOCK_M, BLOCK_N, BLOCK_K, stages, compiled=None):
 
 def measure_stages(tile=TILE, stages=STAGES):
     """cuBLAS and the pointer GEMM at each stage count, interleaved, 8192^3 fp16. Returns records."""
-    a, b, c = _operands()
+    a, b, c = bench.gemm_operands(*SHAPE)
     fns = {"cublas_gemm": lambda: torch.matmul(a, b, out=c)}
     for s in stages:
         fns[s] = (lambda s=s: gemm.matmul(a, b, num_stages=s, out=c, **tile))
@@ -73,7 +66,7 @@ def copy_loop_variants(x, y):
 
 
 def measure_copy_loop():
-    x = torch.randn(*COPY_SHAPE, device="cuda", dtype=torch.float16)
+    x = bench.randn(*COPY_SHAPE)
     y = torch.empty_like(x)
     ms = bench.checked_interleaved(copy_loop_variants(x, y), y, x)
     return [bench.record("02", n, t, shape=COPY_SHAPE, nbytes=copy_bytes(x),
@@ -102,7 +95,7 @@ def gemm_stages(BLOCK_M, BLOCK_N, BLOCK_K, stages):
     print(f"sm_90 code: {counts['cp.async']} cp.async (LDGSTS), {counts['ld.global']} plain ld.global, "
           f"{counts['cp.async.wait_group']} cp.async.wait_group, {counts['wgmma.mma_async']} wgmma.mma_async")
     config = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, stages=stages)
-    a, b_, c = _operands() if MODE != "cpu" else (None, None, None)
+    a, b_, c = bench.gemm_operands(*SHAPE) if MODE != "cpu" else (None, None, None)
     rate, base, where = bench.versus(lambda: gemm.matmul(a, b_, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=c),
                                      lambda: torch.matmul(a, b_, out=c),
                                      rate=lambda ms: bench.tflops(gemm_flops(*SHAPE), ms), lesson="02",
@@ -120,7 +113,7 @@ def sweep_configs():
 def benchmarks():
     """Lesson 02's records: the stage comparison (interleaved with cuBLAS), the copy loop, the sweep."""
     records = measure_stages() + measure_copy_loop()
-    a, b, c = _operands()
+    a, b, c = bench.gemm_operands(*SHAPE)
     lim = smem.limit()
     for cfg in sweep_configs():
         compiled = compile_gemm(**cfg)

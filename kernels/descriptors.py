@@ -16,9 +16,6 @@ GEMM_TILE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64)
 STAGES = [1, 2, 3, 4]
 
 
-def _randn(*shape):
-    return torch.randn(*shape, device="cuda", dtype=torch.float16)
-
 
 def copy_variants(x, y):
     return {"torch_copy": lambda: y.copy_(x),
@@ -30,7 +27,7 @@ def copy_variants(x, y):
 
 
 def measure_copies(shape=COPY_SHAPE, lesson_name=""):
-    x = _randn(*shape)
+    x = bench.randn(*shape)
     y = torch.empty_like(x)
     ms = bench.checked_interleaved(copy_variants(x, y), y, x)
     return [bench.record("03", n + lesson_name, t, shape=shape, nbytes=copy_bytes(x),
@@ -38,8 +35,8 @@ def measure_copies(shape=COPY_SHAPE, lesson_name=""):
 
 
 def measure_transpose():
-    x = _randn(*COPY_SHAPE)
-    y = torch.empty_like(x)
+    x = bench.randn(*COPY_SHAPE)
+    y = x.new_empty(x.shape[::-1])
     fns = {"torch_transpose": lambda: y.copy_(x.t()), "transpose_tile": lambda: transpose.transpose_tile(x, out=y),
            "transpose_tma": lambda: transpose.transpose_tma(x, out=y)}
     ms = bench.checked_interleaved(fns, y, x.t())
@@ -49,8 +46,7 @@ def measure_transpose():
 
 def measure_gemm(tile=GEMM_TILE):
     M, N, K = GEMM_SHAPE
-    a, b = _randn(M, K), _randn(K, N)
-    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    a, b, c = bench.gemm_operands(M, N, K)
     fns = {"cublas_gemm": lambda: torch.matmul(a, b, out=c)}
     for s in STAGES:
         fns[f"gemm_pointer_s{s}"] = (lambda s=s: gemm.matmul(a, b, num_stages=s, out=c, **tile))
@@ -66,8 +62,7 @@ def measure_seed():
     """The seed article's GEMM as written (row-major tile order) against the grouped-order kernel with
     the same tile, warps and stages."""
     M, N, K = GEMM_SHAPE
-    a, b = _randn(M, K), _randn(K, N)
-    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    a, b, c = bench.gemm_operands(M, N, K)
     fns = {"seed_gemm": lambda: c.copy_(seed_gemm.seed_gemm(a, b)),
            "seed_gemm_grouped": lambda: gemm.matmul_tma(a, b, 128, 128, 64, num_stages=3, num_warps=4, out=c),
            "cublas_gemm": lambda: torch.matmul(a, b, out=c)}
@@ -124,7 +119,7 @@ def tma_copy(BLOCK_M, BLOCK_N, stages, descriptor):
     print(f"sm_90 code: {counts['cp.async.bulk.tensor load']} TMA load(s) and {counts['cp.async.bulk.tensor store']} "
           f"TMA store(s) in the code, {counts['mbarrier']} mbarrier operations, {counts['ld.global']} ld.global")
     config = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, descriptor=descriptor)
-    xs = _randn(M, N) if MODE != "cpu" else None
+    xs = bench.randn(M, N) if MODE != "cpu" else None
     ys = torch.empty_like(xs) if xs is not None else None
     rate, base, where = bench.versus(
         lambda: copy.copy_tma_loop(xs, out=ys, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=stages, descriptor=descriptor),
@@ -142,7 +137,7 @@ def sweep_configs():
 def benchmarks():
     records = measure_copies() + measure_copies(SMALL_SHAPE, "_small") + measure_transpose() + measure_gemm() \
         + measure_seed()
-    x = _randn(*COPY_SHAPE)
+    x = bench.randn(*COPY_SHAPE)
     y = torch.empty_like(x)
     lim = smem.limit()
     for cfg in sweep_configs():

@@ -8,7 +8,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import MODE, tma
+from . import MODE, sm_count, tma
 from .lab import alloc, smem
 from .lab.errors import CourseError, SharedMemoryError
 
@@ -186,9 +186,8 @@ def matmul_tma_persistent(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_stages
     c = _out(a, b, out)
     _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
     tiles = triton.cdiv(a.shape[0], BLOCK_M) * triton.cdiv(b.shape[1], BLOCK_N)
-    sms = torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else 4
     _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)
-    matmul_tma_persistent_kernel[(min(tiles, programs or sms),)](*args, TMA_STORE=tma_store, **meta)
+    matmul_tma_persistent_kernel[(min(tiles, programs or sm_count(a)),)](*args, TMA_STORE=tma_store, **meta)
     return c
 
 

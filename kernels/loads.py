@@ -27,7 +27,7 @@ CONFIGS = {"torch_copy": {}, "copy_tile": DEFAULT_TILE, "copy_elem": {"BLOCK": 1
 
 def measure():
     """Every variant on 16384^2 fp16, interleaved, each checked first. Returns records."""
-    x = torch.randn(*SHAPE, device="cuda", dtype=torch.float16)
+    x = bench.randn(*SHAPE)
     y = torch.empty_like(x)
     ms = bench.checked_interleaved(variants(x, y), y, x)
     return [bench.record("01", name, t, shape=SHAPE, config=CONFIGS[name], nbytes=copy_bytes(x),
@@ -73,7 +73,7 @@ def tile_copy(BLOCK_M, BLOCK_N, num_warps, stages):
         print(f"num_stages={stages}: the PTX is {'identical to' if same else 'different from'} num_stages=1. "
               "One tile per program, no loop: plain loads give the pipeliner nothing to overlap (lesson 02).")
     config = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps)
-    x = torch.randn(*SHAPE, device="cuda", dtype=torch.float16) if MODE != "cpu" else None
+    x = bench.randn(*SHAPE) if MODE != "cpu" else None
     y = torch.empty_like(x) if x is not None else None
     rate, base, where = bench.versus(lambda: copy.copy_tile(x, out=y, **config), lambda: y.copy_(x),
                                      rate=lambda ms: bench.gbps(copy_bytes(x), ms), lesson="01",
@@ -94,7 +94,7 @@ def tile_sweep():
         rec = bench.Recorded()
         return {tuple(c.values()): (r["gbps"] if (r := rec.find("01", "copy_tile_sweep", config=c, shape=SHAPE))
                                     else float("nan")) for c in sweep_configs()}, rec.label
-    x = torch.randn(*SHAPE, device="cuda", dtype=torch.float16)
+    x = bench.randn(*SHAPE)
     y = torch.empty_like(x)
     return {tuple(c.values()): bench.gbps(copy_bytes(x), bench.median_ms(lambda: copy.copy_tile(x, out=y, **c)))
             for c in sweep_configs()}, f"measured live on {device_name()}"
@@ -119,7 +119,7 @@ def plot_sweep(sweep, where, torch_gbps):
 def benchmarks():
     """Lesson 01's records: all copy variants interleaved with torch's, and the widget's sweep."""
     records = measure()
-    x = torch.randn(*SHAPE, device="cuda", dtype=torch.float16)
+    x = bench.randn(*SHAPE)
     y = torch.empty_like(x)
     for c in sweep_configs():
         ms = bench.median_ms(lambda: copy.copy_tile(x, out=y, **c))

@@ -20,13 +20,6 @@ SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
 PROBES = {"full": (True, True), "math_only": (False, True), "loads_only": (True, False)}
 
 
-def _operands(shape):
-    M, N, K = shape
-    a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-    b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-    return a, b, torch.empty(M, N, device="cuda", dtype=torch.float16)
-
-
 def _records(ms, shape, configs, baseline="cublas_gemm"):
     return [bench.record("04", name if name == "cublas_gemm" else name.split("@")[0], t, shape=shape,
                          flops=gemm_flops(*shape), config=configs.get(name, {}),
@@ -35,7 +28,7 @@ def _records(ms, shape, configs, baseline="cublas_gemm"):
 
 def measure_model():
     """Probes (full / math only / loads only) at every stage count, and cuBLAS, interleaved."""
-    a, b, c = _operands(SHAPE)
+    a, b, c = bench.gemm_operands(*SHAPE)
     ref = torch.matmul(a, b)
     fns, configs = {"cublas_gemm": lambda: torch.matmul(a, b, out=c)}, {}
     for s in STAGES:
@@ -71,7 +64,7 @@ def _fits(fn):
 
 def measure_steps():
     shape = SHAPE
-    a, b, c = _operands(shape)
+    a, b, c = bench.gemm_operands(*shape)
     ref = torch.matmul(a, b)
     variants = {k: v for k, v in step_variants(a, b, c).items() if _fits(v[0])}
     ms = bench.checked_interleaved({k: v[0] for k, v in variants.items()}, c, ref, tol=1e-2)
@@ -82,7 +75,7 @@ def measure_shapes():
     """Every step variant and the lesson-02 pointer GEMM on six shapes, each against cuBLAS in its round."""
     records = []
     for shape in SHAPES:
-        a, b, c = _operands(shape)
+        a, b, c = bench.gemm_operands(*shape)
         ref = torch.matmul(a, b)
         variants = {k: v for k, v in step_variants(a, b, c).items()
                     if not k.startswith("gemm_tma_persistent_ptrstore")}
@@ -201,7 +194,7 @@ def pipelined_gemm(BLOCK_M, BLOCK_N, stages, persistent):
         plot_timeline(C, M, stages, title=f"model (from the 128x256x64 probes, {rec.label}): C={C:.2f} us, "
                                           f"M={M:.2f} us per step per SM")
     config = {**tile, "stages": stages, "persistent": persistent}
-    a, b, c = _operands(SHAPE) if MODE != "cpu" else (None, None, None)
+    a, b, c = bench.gemm_operands(*SHAPE) if MODE != "cpu" else (None, None, None)
     launch = (lambda: gemm.matmul_tma_persistent(a, b, num_stages=stages, out=c, **tile)) if persistent else \
         (lambda: gemm.matmul_tma(a, b, num_stages=stages, out=c, **tile))
     rate, base, where = bench.versus(launch, lambda: torch.matmul(a, b, out=c),
@@ -233,7 +226,7 @@ def fits(cfg):
 
 def benchmarks():
     records = measure_model() + measure_steps() + measure_shapes()
-    a, b, c = _operands(SHAPE)
+    a, b, c = bench.gemm_operands(*SHAPE)
     records.append(bench.record("04", "cublas_gemm_sweep_run", bench.median_ms(lambda: torch.matmul(a, b, out=c)),
                                 shape=SHAPE, flops=gemm_flops(*SHAPE)))
     for cfg in sweep_configs():

@@ -39,17 +39,13 @@ def gemm_intensity(M, N, K, elem_bytes=2):
     return gemm_flops(M, N, K) / ((M * K + K * N + M * N) * elem_bytes)
 
 
-def _randn(*shape):
-    return torch.randn(*shape, device="cuda", dtype=torch.float16)
-
 
 def measure():
     """Measure both ceilings, interleaved, on this GPU. Returns (Ceilings, records)."""
-    x = _randn(*COPY_SHAPE)
+    x = bench.randn(*COPY_SHAPE)
     y = torch.empty_like(x)
     M, N, K = GEMM_SHAPE
-    a, b = _randn(M, K), _randn(K, N)
-    c = torch.empty(M, N, device="cuda", dtype=torch.float16)
+    a, b, c = bench.gemm_operands(M, N, K)
     ms = bench.interleaved_ms({"copy": lambda: y.copy_(x), "gemm": lambda: torch.matmul(a, b, out=c)})
     assert torch.equal(y, x), "torch copy produced a wrong result"
     records = [bench.record("00", "torch_copy", ms["copy"], shape=COPY_SHAPE, nbytes=copy_bytes(x)),
@@ -90,7 +86,7 @@ def zeros_vs_random():
         r, z = rec.find("00", "cublas_gemm", shape=GEMM_SHAPE), rec.find("00", "cublas_gemm_zeros")
         return (r["ms"], z["ms"], rec.label) if r and z else (None, None, rec.label)
     M, N, K = GEMM_SHAPE
-    a, b, c = _randn(M, K), _randn(K, N), torch.empty(M, N, device="cuda", dtype=torch.float16)
+    a, b, c = bench.gemm_operands(M, N, K)
     za, zb = torch.zeros_like(a), torch.zeros_like(b)
     ms = bench.interleaved_ms({"random": lambda: torch.matmul(a, b, out=c), "zeros": lambda: torch.matmul(za, zb, out=c)})
     return ms["random"], ms["zeros"], f"measured live on {device_name()}"
@@ -108,7 +104,7 @@ def stage_sweep(tiles=((64, 64, 32), (128, 128, 64), (128, 256, 64)), stages=(1,
             out[f"{BM}x{BN}x{BK}"] = [r["tflops"] if r else float("nan") for r in rs]
         base = rec.find("00", "cublas_gemm", shape=SWEEP_SHAPE)
         return out, (base["tflops"] if base else float("nan")), rec.label
-    a, b, c = _randn(M, K), _randn(K, N), torch.empty(M, N, device="cuda", dtype=torch.float16)
+    a, b, c = bench.gemm_operands(M, N, K)
     base = bench.tflops(gemm_flops(M, N, K), bench.median_ms(lambda: torch.matmul(a, b, out=c)))
     for BM, BN, BK in tiles:
         out[f"{BM}x{BN}x{BK}"] = [bench.tflops(gemm_flops(M, N, K), run_tile(a, b, c, BM, BN, BK, s)) for s in stages]
@@ -126,8 +122,8 @@ def tile_on_roofline(BLOCK_M, BLOCK_N, BLOCK_K, stages):
     """Widget: a GEMM tile's shared-memory budget, its place on the roofline, and its speed."""
     M, N, K = SWEEP_SHAPE
     live = MODE != "cpu"
-    make = _randn if live else (lambda *s: torch.empty(*s, dtype=torch.float16))
-    a, b, c = make(M, K), make(K, N), make(M, N)
+    a, b, c = bench.gemm_operands(M, N, K) if live else (  # compiling reads only shapes and alignment
+        torch.empty(M, K, dtype=torch.float16), torch.empty(K, N, dtype=torch.float16), torch.empty(M, N, dtype=torch.float16))
     _, args, meta = gemm.launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages)
     compiled = aot.compile_sm90(gemm.matmul_kernel, *args, **meta)
     budget = smem.Budget(stages, smem.gemm_stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K), compiled=compiled.shared)
@@ -166,7 +162,7 @@ def benchmarks():
         records.append(bench.record("00", name, ns * steps / 1e6, shape=[footprint // 4], dtype="int32",
                                     config={"steps": steps, "max_sm_mhz": clock}))
     M, N, K = SWEEP_SHAPE
-    a, b, c = _randn(M, K), _randn(K, N), torch.empty(M, N, device="cuda", dtype=torch.float16)
+    a, b, c = bench.gemm_operands(M, N, K)
     ref_ms = bench.median_ms(lambda: torch.matmul(a, b, out=c))
     records.append(bench.record("00", "cublas_gemm", ref_ms, shape=SWEEP_SHAPE, flops=gemm_flops(M, N, K)))
     for cfg in _sweep_configs():

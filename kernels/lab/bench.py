@@ -21,6 +21,16 @@ RESULTS = Path(__file__).resolve().parents[2] / "results"
 REFERENCE_DEVICE = "nvidia-h200"  # the device whose records CPU mode shows
 
 
+def randn(*shape):
+    """Fresh random fp16 data on the GPU: never zeros, which hide unwritten outputs and run faster."""
+    return torch.randn(*shape, device="cuda", dtype=torch.float16)
+
+
+def gemm_operands(M, N, K):
+    """Random A (M x K) and B (K x N), and an uninitialised C (M x N), fp16 on the GPU."""
+    return randn(M, K), randn(K, N), torch.empty(M, N, device="cuda", dtype=torch.float16)
+
+
 def median_ms(fn, warmup=25, rep=100):
     """Median milliseconds of ``fn()`` over ``rep`` ms of repeats after ``warmup`` ms of warm-up."""
     if MODE == "cpu":
