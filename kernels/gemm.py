@@ -99,30 +99,36 @@ def matmul_tma_probe_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                             stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                             GROUP_M: tl.constexpr, STAGES: tl.constexpr, LOADS: tl.constexpr, MATH: tl.constexpr):
-    # lesson 04's measuring probe: the TMA GEMM with its K loop pipelined by tl.range, and either part
-    # switched off. LOADS=False loads the first tiles once and multiplies them K/BLOCK_K times (math
-    # only); MATH=False loads every tile and only sums it (loads only). Only LOADS=MATH=True is a GEMM.
+    # lesson 04's measuring probe: the TMA GEMM with its K loop pipelined by tl.range and either part
+    # switched off. It is persistent (one program per SM walks the tiles) so that every variant runs
+    # one block per SM, as the GEMM does: a loads-only block needs few registers, and three of them
+    # sharing an SM would keep three times the loads in flight. LOADS=False loads each tile's first A
+    # and B once and multiplies them K/BLOCK_K times (math only). MATH=False loads every tile and keeps
+    # an elementwise running max of it (loads only): elementwise, so no reduction or layout change
+    # per step - a running sum across the tile cost more than the GEMM's math.
     a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_am, 1], [BLOCK_M, BLOCK_K])
     b_desc = tl.make_tensor_descriptor(b_ptr, [K, N], [stride_bk, 1], [BLOCK_K, BLOCK_N])
     c_desc = tl.make_tensor_descriptor(c_ptr, [M, N], [stride_cm, 1], [BLOCK_M, BLOCK_N])
-    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    row_sums = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    col_sums = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    a = a_desc.load([pid_m * BLOCK_M, 0])
-    b = b_desc.load([0, pid_n * BLOCK_N])
-    for k in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=STAGES):
-        if LOADS:
-            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
-            b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
-        if MATH:
-            acc = tl.dot(a, b, acc)
-        else:
-            row_sums += tl.sum(a.to(tl.float32), axis=1)
-            col_sums += tl.sum(b.to(tl.float32), axis=0)
-    if not MATH:
-        acc = row_sums[:, None] + col_sums[None, :]
-    c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in range(tl.program_id(0), tiles, tl.num_programs(0)):
+        pid_m, pid_n = grouped_tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        a_max = tl.full((BLOCK_M, BLOCK_K), float("-inf"), tl.float16)
+        b_max = tl.full((BLOCK_K, BLOCK_N), float("-inf"), tl.float16)
+        a = a_desc.load([pid_m * BLOCK_M, 0])
+        b = b_desc.load([0, pid_n * BLOCK_N])
+        for k in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=STAGES):
+            if LOADS:
+                a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+                b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
+            if MATH:
+                acc = tl.dot(a, b, acc)
+            else:
+                a_max = tl.maximum(a_max, a)
+                b_max = tl.maximum(b_max, b)
+        if not MATH:
+            acc = tl.max(a_max.to(tl.float32), axis=1)[:, None] + tl.max(b_max.to(tl.float32), axis=0)[None, :]
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_ptr.dtype.element_ty))
 
 
 def default_warps(BLOCK_M, BLOCK_N):
@@ -192,11 +198,12 @@ def matmul_tma_persistent(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_stages
 
 
 def matmul_tma_probe(a, b, stages, loads=True, math=True, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, out=None):
-    """Lesson 04's probe (see the kernel); only loads=math=True computes A @ B."""
+    """Lesson 04's probe (see the kernel), one program per SM; only loads=math=True computes A @ B."""
     c = _out(a, b, out)
     _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
-    grid, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, 1)
-    matmul_tma_probe_kernel[grid](*args, STAGES=stages, LOADS=loads, MATH=math, **meta)
+    _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, 1)
+    tiles = triton.cdiv(a.shape[0], BLOCK_M) * triton.cdiv(b.shape[1], BLOCK_N)
+    matmul_tma_probe_kernel[(min(tiles, sm_count(a)),)](*args, STAGES=stages, LOADS=loads, MATH=math, **meta)
     return c
 
 

@@ -17,7 +17,8 @@ TILE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64)
 STAGES = [1, 2, 3, 4]
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
           (4096, 14336, 4096), (8192, 4096, 14336), (16384, 4096, 4096)]  # M, N, K; the last three LLM-like
-PROBES = {"full": (True, True), "math_only": (False, True), "loads_only": (True, False)}
+PROBES = {"full": (True, True), "math_only": (False, True), "loads_only": (True, False),
+          "consume_only": (False, False)}  # (LOADS, MATH); consume_only: what the loads-only probe adds
 
 
 def _records(ms, shape, configs, baseline="cublas_gemm"):
@@ -109,9 +110,9 @@ def probe_times(records):
 
 
 def predict(t, stages):
-    """Predicted ms at ``stages`` from the math-only time C and the loads-only times M(S):
-    one stage is serial, C + M(1); with S >= 2 stages loads overlap math and the slower of the two sets
-    the pace, max(C, M(S)), plus one step of each per tile to fill and drain the pipeline."""
+    """Predicted ms at ``stages`` from the math-only time C and the loads-only times M(S), all totals
+    over the whole GEMM: one stage is serial, C + M(1); with S >= 2 stages loads overlap math and the
+    slower of the two sets the pace, max(C, M(S)), plus one step of each per tile to fill and drain."""
     C, M1 = t["math_only"][1], t["loads_only"][1]
     k_steps = SHAPE[2] // TILE["BLOCK_K"]
     if stages == 1:
