@@ -2,10 +2,12 @@
 torch, cuBLAS and the pointer kernels of lessons 01-02; the seed article's GEMM as a case study;
 and where TMA does not pay."""
 import torch
+from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from . import DEVICE, MODE, copy, device_name, gemm, seed_gemm, transpose
 from .lab import aot, bench, plots, smem
+from .lab.errors import SharedMemoryError
 from .lab.widgets import sliders
 from .roofline import copy_bytes, gemm_flops
 
@@ -14,6 +16,8 @@ GEMM_SHAPE = (8192, 8192, 8192)
 SMALL_SHAPE = (256, 256)
 GEMM_TILE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64)
 STAGES = [1, 2, 3, 4]
+TILES = [(128, 128, 64), (128, 256, 64), (256, 128, 64), (128, 128, 128), (64, 128, 64)]  # BLOCK_M, N, K
+TILE_STAGES = [2, 3, 4]  # one stage loses to two at 128x256x64 (section 5): the sweep starts at two
 
 
 
@@ -58,6 +62,49 @@ def measure_gemm(tile=GEMM_TILE):
             for n, t in ms.items()]
 
 
+def measure_tiles():
+    """Pointer and TMA GEMM at each tile of TILES and each stage count of TILE_STAGES, with cuBLAS timed in
+    every tile's round: a tie at one tile says nothing about the others."""
+    M, N, K = GEMM_SHAPE
+    a, b, c = bench.gemm_operands(M, N, K)
+    ref, records = torch.matmul(a, b), []
+    for tile in TILES:
+        cfg, name = dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), tile)), "x".join(map(str, tile))
+        fns = {"cublas": lambda: torch.matmul(a, b, out=c)}
+        for s in TILE_STAGES:
+            fns[f"gemm_pointer_tiles_s{s}"] = (lambda s=s, cfg=cfg: gemm.matmul(a, b, num_stages=s, out=c, **cfg))
+            fns[f"gemm_tma_tiles_s{s}"] = (lambda s=s, cfg=cfg: gemm.matmul_tma(a, b, num_stages=s, out=c, **cfg))
+        for n in list(fns):
+            try:  # a tile whose stages do not fit shared memory fails at its first launch, not while timed
+                fns[n]()
+            except (SharedMemoryError, OutOfResources):
+                print(f"left out: {n} at {name} (does not fit shared memory)")
+                del fns[n]
+        ms = bench.checked_interleaved(fns, c, ref, tol=1e-2)
+        records.append(bench.record("03", "cublas_gemm_tiles", ms.pop("cublas"), shape=GEMM_SHAPE,
+                                    flops=gemm_flops(M, N, K), config={"round": name}))
+        records += [bench.record("03", n.rsplit("_s", 1)[0], t, shape=GEMM_SHAPE, flops=gemm_flops(M, N, K),
+                                 config={**cfg, "stages": int(n.rsplit("_s", 1)[1])}, baseline="cublas_gemm_tiles")
+                    for n, t in ms.items()]
+    return records
+
+
+def best_per_tile(records):
+    """[(tile, best pointer record, best TMA record, pointer ms / TMA ms)] in TILES order, best = fewest ms
+    over the stage counts; tiles lacking either kernel are left out."""
+    rows = []
+    for tile in TILES:
+        best = {}
+        for kind in ("gemm_pointer_tiles", "gemm_tma_tiles"):
+            runs = [r for r in records if r["name"] == kind
+                    and (r["config"]["BLOCK_M"], r["config"]["BLOCK_N"], r["config"]["BLOCK_K"]) == tile]
+            best[kind] = min(runs, key=lambda r: r["ms"], default=None)
+        p, t = best["gemm_pointer_tiles"], best["gemm_tma_tiles"]
+        if p and t:
+            rows.append((tile, p, t, p["ms"] / t["ms"]))
+    return rows
+
+
 def measure_seed():
     """The seed article's GEMM as written (row-major tile order) against the grouped-order kernel with
     the same tile, warps and stages."""
@@ -81,7 +128,13 @@ def _recorded(names=None, shape=None):
 
 
 def results(kind):
-    """{name: record} for 'copy', 'small', 'transpose', 'gemm' or 'seed': measured now (GPU) or recorded."""
+    """{name: record} for 'copy', 'small', 'transpose', 'gemm' or 'seed', a list of records for 'tiles'
+    (names ending in _tiles; see best_per_tile): measured now (GPU) or recorded (CPU), and a label."""
+    if kind == "tiles":  # one name per kernel across tiles and stages: a list, not {name: record}
+        if MODE != "cpu":
+            return measure_tiles(), f"measured live on {device_name()}"
+        rec = bench.Recorded()
+        return [r for r in rec.all("03") if r["name"].endswith("_tiles")], rec.label
     measure = {"copy": measure_copies, "small": lambda: measure_copies(SMALL_SHAPE, "_small"),
                "transpose": measure_transpose, "gemm": measure_gemm, "seed": measure_seed}[kind]
     if MODE != "cpu":
@@ -93,7 +146,7 @@ def results(kind):
     recs, label = _recorded(shape=shape)
     keep = {"copy": lambda n: n.startswith(("torch_copy", "copy_")) and not n.endswith("_small"),
             "small": lambda n: n.endswith("_small"), "transpose": lambda n: "transpose" in n,
-            "gemm": lambda n: n == "cublas_gemm" or n.startswith("gemm_"),
+            "gemm": lambda n: n == "cublas_gemm" or (n.startswith("gemm_") and "_tiles" not in n),
             "seed": lambda n: "seed" in n}[kind]
     return {n: r for n, r in recs.items() if keep(n)}, label
 
@@ -136,7 +189,7 @@ def sweep_configs():
 
 def benchmarks():
     records = measure_copies() + measure_copies(SMALL_SHAPE, "_small") + measure_transpose() + measure_gemm() \
-        + measure_seed()
+        + measure_tiles() + measure_seed()
     x = bench.randn(*COPY_SHAPE)
     y = torch.empty_like(x)
     lim = smem.limit()

@@ -30,11 +30,23 @@ def test_lesson03_best_tma_copy_near_torch_copy():
 
 
 def test_lesson03_tma_gemm_beats_pointer_at_two_and_three_stages():
-    # what the lesson states; the bar (best TMA >= 1.05x the pointer GEMM at its best) is not met
-    runs = {(r["name"], r["config"]["stages"]): r["tflops"] for r in rec.all("03") if r["name"].startswith("gemm_")}
+    # what the lesson states for its 128x256x64 tile, stage by stage
+    runs = {(r["name"], r["config"]["stages"]): r["tflops"] for r in rec.all("03") if r["name"] in ("gemm_tma", "gemm_pointer")}
     for stages in (2, 3):
         assert runs["gemm_tma", stages] >= 1.05 * runs["gemm_pointer", stages]
     assert runs["gemm_tma", 1] < runs["gemm_pointer", 1]
+
+
+def test_lesson03_best_tma_against_best_pointer_per_tile():
+    # the bar: TMA at its best stage count >= 1.05x the pointer GEMM (at its best) with the same tiles.
+    # What the lesson claims from two H200 runs: a clear lead at 256x128x64 and 128x128x128, never a clear loss,
+    # and a tie at 128x256x64, the best tile for both
+    from kernels import descriptors
+    ratios = {tile: ratio for tile, _, _, ratio in descriptors.best_per_tile(rec.all("03"))}
+    assert len(ratios) == len(descriptors.TILES)
+    assert ratios[(256, 128, 64)] >= 1.05 and ratios[(128, 128, 128)] >= 1.05, ratios
+    assert min(ratios.values()) >= 0.95, ratios
+    assert 0.95 <= ratios[(128, 256, 64)] < 1.05, ratios
 
 
 def test_lesson04_against_cublas():

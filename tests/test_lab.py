@@ -97,7 +97,8 @@ def test_results_records_have_same_run_baselines():
     ("01", ["torch_copy", "copy_tile", "copy_elem", "copy_rows", "copy_cols", "copy_tile_sweep"]),
     ("02", ["cublas_gemm", "gemm_pointer", "torch_copy", "copy_loop_s1", "copy_loop_s4", "gemm_sweep"]),
     ("03", ["torch_copy", "copy_tma", "copy_tma_loop_s4", "copy_tma_host_loop_s4", "torch_copy_small",
-            "transpose_tma", "gemm_tma", "gemm_pointer", "seed_gemm", "seed_gemm_grouped", "copy_tma_sweep"]),
+            "transpose_tma", "gemm_tma", "gemm_pointer", "seed_gemm", "seed_gemm_grouped", "copy_tma_sweep",
+            "gemm_tma_tiles", "gemm_pointer_tiles", "cublas_gemm_tiles"]),
     ("04", ["cublas_gemm", "probe_full", "probe_math_only", "probe_loads_only", "probe_consume_only", "gemm_tma_persistent",
             "gemm_tma_persistent_ptrstore", "cublas_gemm_shapes", "gemm_tma_persistent_shapes", "gemm_sweep"])])
 def test_reference_results_cover_each_lesson(lesson, names):
