@@ -4,6 +4,7 @@ Each checker takes the learner's functions, tests them on fresh random inputs (r
 poisoned outputs, a torch reference) and, where the exercise is about a mechanism, reads the
 compiled sm_90 code for it. It prints one line per check and returns True when all pass."""
 import random
+import re
 
 import torch
 
@@ -209,3 +210,58 @@ def lesson04(matmul, kernel):
                 f"{stage // 1024} KiB stages of A and B tiles: the ring is there")
 
     return check.run("exercise 04", [("persistent GEMM: values", values), ("pipelined: the ring in the code", code)])
+
+
+def lesson05(program):
+    """``program(M, N, K, block_M, block_N, block_K, stages)`` returns a TileLang prim_func computing
+    C = A @ B (fp16 in and out); it is compiled for sm_90a here, and run on a Hopper GPU if there is one."""
+    from . import MODE, tilelang_kernels as tk
+    rng = random.Random()
+
+    def emitted(*shape_tile_stages):
+        func = program(*shape_tile_stages)
+        try:
+            kernel = tk.tilelang().compile(func, target=tk.SM90A)
+        except Exception as e:  # TileLang's message is the last line of a long trace
+            lines = [line for line in str(e).splitlines() if line.strip()]
+            raise AssertionError(f"TileLang cannot compile it: {lines[-1] if lines else type(e).__name__}") from None
+        src = kernel.get_kernel_source()
+        if "wgmma" not in src and "mma" not in src:
+            raise check.NotAttempted("no T.gemm in the emitted CUDA: the kernel body is still the stub")
+        return kernel, src
+
+    def tma():
+        _, src = emitted(1024, 1024, 1024, 128, 128, 64, 3)
+        if "tma_load" not in src:
+            raise AssertionError("no tma_load in the emitted CUDA: copy the A and B tiles into T.alloc_shared buffers "
+                                 "with T.copy inside the T.Pipelined loop; outside a pipelined loop TileLang loads "
+                                 "global -> shared with plain vector loads")
+        return f"{src.count('tma_load')} tma_load call sites, {src.count('.wait(')} barrier waits, wgmma"
+
+    def ring():
+        barriers = {}
+        for stages in (1, 3):
+            _, src = emitted(1024, 1024, 1024, 128, 128, 64, stages)
+            found = re.search(r"mbarrier_mem\[(\d+)\]", src)
+            barriers[stages] = int(found.group(1)) if found else 0
+        if barriers[3] <= barriers[1]:
+            raise AssertionError(f"{barriers[1]} mbarriers at 1 stage and {barriers[3]} at 3: the stage count does "
+                                 "not reach the loop; pass it as T.Pipelined(..., num_stages=stages)")
+        return f"{barriers[1]} mbarriers at 1 stage, {barriers[3]} at 3: a full/empty pair per buffer of the ring"
+
+    def values():  # ragged against the tiles; N and K multiples of 8 (16-byte rows for TMA)
+        for M, N, K in [(rng.randint(200, 700), 8 * rng.randint(30, 90), 8 * rng.randint(30, 90)) for _ in range(2)]:
+            kernel, _ = emitted(M, N, K, 128, 128, 64, 3)
+            a = torch.randn(M, K, device="cuda", dtype=torch.float16)
+            b = torch.randn(K, N, device="cuda", dtype=torch.float16)
+            c = check.poison_like(torch.empty(M, N, device="cuda", dtype=torch.float16))
+            kernel(a, b, c)
+            check.compare(f"{M}x{K} @ {K}x{N}", c, a.float() @ b.float(), 1e-2)
+        return "within 1e-2 of torch on two ragged shapes (TMA fills the edges with zeros)"
+
+    checks = [("TileLang GEMM: tma_load in the CUDA", tma), ("stages: the ring grows", ring)]
+    if MODE == "hopper":
+        checks.append(("TileLang GEMM: values", values))
+    else:
+        print("(no Hopper GPU here: the emitted CUDA is checked, the values are checked on one)")
+    return check.run("exercise 05", checks)

@@ -66,3 +66,13 @@ def test_lesson04_model_within_20_percent():
     assert [s for s, *_ in rows] == pipeline.STAGES
     for stages, predicted, measured, err in rows:
         assert abs(err) <= 0.20, f"{stages} stages: predicted {predicted:.3f} ms, measured {measured:.3f} ms"
+
+
+def test_lesson05_tilelang_gemm_near_cublas_and_the_table_recorded():
+    records = rec.all("05")
+    names = {r["name"] for r in records}
+    assert {"cublas_gemm", "tilelang_gemm", "triton_gemm_pointer", "triton_gemm_tma", "triton_gemm_tma_persistent",
+            "torch_copy", "tilelang_copy", "triton_copy_tile"} <= names
+    cublas = rec.find("05", "cublas_gemm", shape=[8192, 8192, 8192])
+    best = max(r["tflops"] for r in records if "tilelang" in r["name"] and r.get("baseline") == "cublas_gemm")
+    assert best >= 0.95 * cublas["tflops"]

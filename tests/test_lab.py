@@ -99,8 +99,11 @@ def test_results_records_have_same_run_baselines():
     ("03", ["torch_copy", "copy_tma", "copy_tma_loop_s4", "copy_tma_host_loop_s4", "torch_copy_small",
             "transpose_tma", "gemm_tma", "gemm_pointer", "seed_gemm", "seed_gemm_grouped", "copy_tma_sweep",
             "gemm_tma_tiles", "gemm_pointer_tiles", "cublas_gemm_tiles"]),
-    ("04", ["cublas_gemm", "probe_full", "probe_math_only", "probe_loads_only", "probe_consume_only", "gemm_tma_persistent",
-            "gemm_tma_persistent_ptrstore", "cublas_gemm_shapes", "gemm_tma_persistent_shapes", "gemm_sweep"])])
+    ("04", ["cublas_gemm", "probe_full", "probe_math_only", "probe_loads_only", "probe_consume_only",
+            "gemm_tma_persistent", "gemm_tma_persistent_ptrstore", "cublas_gemm_shapes", "gemm_tma_persistent_shapes",
+            "gemm_sweep"]),
+    ("05", ["cublas_gemm", "tilelang_gemm", "tilelang_gemm_cp_async", "tilelang_gemm_panel0", "triton_gemm_pointer",
+            "triton_gemm_tma", "triton_gemm_tma_persistent", "torch_copy", "tilelang_copy", "tilelang_gemm_sweep"])])
 def test_reference_results_cover_each_lesson(lesson, names):
     rec = bench.Recorded()
     for name in names:
@@ -124,6 +127,9 @@ def test_recorded_sweeps_cover_every_widget_setting():
     import kernels.pipeline
     for cfg in kernels.pipeline.sweep_configs():  # recorded exactly where the compiled kernel fits
         assert bool(rec.find("04", "gemm_sweep", config=cfg)) == kernels.pipeline.fits(cfg), cfg
+    import kernels.side_by_side
+    for cfg in kernels.side_by_side.sweep_configs():  # every TileLang setting offered fits and is recorded
+        assert rec.find("05", "tilelang_gemm_sweep", config=cfg), cfg
     for cfg in kernels.cp_async.sweep_configs():
         fits = smem.Budget(cfg["stages"], smem.gemm_stage_bytes(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"])).fits
         assert bool(rec.find("02", "gemm_sweep", config=cfg)) == fits, cfg

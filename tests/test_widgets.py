@@ -12,6 +12,7 @@ import kernels.descriptors  # noqa: F401
 import kernels.loads  # noqa: F401
 import kernels.pipeline  # noqa: F401
 import kernels.roofline  # noqa: F401
+import kernels.side_by_side  # noqa: F401
 from kernels.lab.widgets import REGISTRY, combinations, run_safely
 
 

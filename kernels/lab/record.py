@@ -10,7 +10,7 @@ from .. import MODE, device_name
 from . import bench
 
 LESSONS = {"00": "kernels.roofline", "01": "kernels.loads", "02": "kernels.cp_async",
-           "03": "kernels.descriptors", "04": "kernels.pipeline"}
+           "03": "kernels.descriptors", "04": "kernels.pipeline", "05": "kernels.side_by_side"}
 
 
 def main(argv):
