@@ -6,7 +6,6 @@ for registers) and moves tiles with ``T.copy``; the compiler picks the instructi
 shape: one compile per (shape, tile, stages), a few seconds each, cached here and on disk by
 TileLang. The target is fixed to sm_90a, so a machine without a GPU shows the very CUDA a Hopper
 GPU would run (the ``a`` enables wgmma and setmaxnreg)."""
-import functools
 import logging
 
 import torch
@@ -73,9 +72,11 @@ def tilelang():
     return tilelang_module
 
 
-@functools.lru_cache(maxsize=64)
-def _compile(kind, items):
-    return tilelang().compile(PROGRAMS[kind](**dict(items)), target=SM90A)
+_KERNELS = {}  # (kind, config) -> compiled kernel, for this session (TileLang also caches on disk)
+
+
+def is_compiled(kind, **cfg):
+    return (kind, tuple(sorted(cfg.items()))) in _KERNELS
 
 
 def compile(kind, **cfg):
@@ -83,11 +84,15 @@ def compile(kind, **cfg):
     Compiling needs nvcc, not a GPU."""
     if kind not in PROGRAMS:
         raise CourseError(f"no TileLang program {kind!r}; there are {sorted(PROGRAMS)}")
-    try:
-        return _compile(kind, tuple(sorted(cfg.items())))
-    except Exception as e:  # TileLang's own message is the last line of a long C++ trace
-        lines = [line for line in str(e).splitlines() if line.strip()]
-        raise CourseError(f"TileLang cannot compile {kind} {cfg}: {lines[-1] if lines else type(e).__name__}") from None
+    key = (kind, tuple(sorted(cfg.items())))
+    if key not in _KERNELS:
+        try:
+            _KERNELS[key] = tilelang().compile(PROGRAMS[kind](**cfg), target=SM90A)
+        except Exception as e:  # TileLang's own message is the last line of a long C++ trace
+            lines = [line for line in str(e).splitlines() if line.strip()]
+            raise CourseError(f"TileLang cannot compile {kind} {cfg}: "
+                              f"{lines[-1] if lines else type(e).__name__}") from None
+    return _KERNELS[key]
 
 
 def source(kind, **cfg):

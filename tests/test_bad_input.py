@@ -122,3 +122,29 @@ def test_shared_memory_overflow_is_a_clear_message():
 def test_matmul_shape_mismatch():
     with pytest.raises(ValueError, match=r"\(M, K\) @ \(K, N\)"):
         gemm.matmul(_x(64, 32), _x(64, 32))
+
+
+def test_tilelang_config_that_cannot_compile_says_why():
+    from kernels import tilelang_kernels as tk
+    from kernels.lab.errors import CourseError
+    with pytest.raises(CourseError, match="TileLang cannot compile gemm .*warp partition"):
+        tk.compile("gemm", M=1024, N=1024, K=1024, threads=384)  # 12 warps cannot tile 128 x 256
+
+
+@cpu_only
+def test_tilelang_kernels_without_a_hopper_gpu_say_why():
+    from kernels import tilelang_kernels as tk
+    with pytest.raises(NoGPUError, match="only on a Hopper GPU"):
+        tk.gemm(_x(128, 64), _x(64, 128))
+
+
+@gpu_only
+def test_tilelang_gemm_refuses_non_fp16_or_strided_inputs():
+    from kernels import tilelang_kernels as tk
+    from kernels.lab.errors import CourseError
+    if kernels.MODE != "hopper":
+        pytest.skip("TileLang kernels here run on Hopper only")
+    with pytest.raises(CourseError, match="contiguous fp16"):
+        tk.gemm(_x(128, 64).t(), _x(128, 128))
+    with pytest.raises(CourseError, match="contiguous fp16"):
+        tk.gemm(_x(128, 64, dtype=torch.float32), _x(64, 128, dtype=torch.float32))
