@@ -185,15 +185,20 @@ def _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K):
     alloc.install()
 
 
+def _persistent_grid(a, b, BLOCK_M, BLOCK_N, programs=None):
+    """One program per SM (or ``programs``), never more programs than output tiles."""
+    tiles = triton.cdiv(a.shape[0], BLOCK_M) * triton.cdiv(b.shape[1], BLOCK_N)
+    return (min(tiles, programs or sm_count(a)),)
+
+
 def matmul_tma_persistent(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_stages=3, num_warps=None, GROUP_M=8,
                           tma_store=True, programs=None, out=None):
     """C = A @ B with a persistent grid (one program per SM unless ``programs`` says otherwise) (lesson 04)."""
     _check_shapes(a, b)
     c = _out(a, b, out)
     _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
-    tiles = triton.cdiv(a.shape[0], BLOCK_M) * triton.cdiv(b.shape[1], BLOCK_N)
     _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)
-    matmul_tma_persistent_kernel[(min(tiles, programs or sm_count(a)),)](*args, TMA_STORE=tma_store, **meta)
+    matmul_tma_persistent_kernel[_persistent_grid(a, b, BLOCK_M, BLOCK_N, programs)](*args, TMA_STORE=tma_store, **meta)
     return c
 
 
@@ -202,8 +207,7 @@ def matmul_tma_probe(a, b, stages, loads=True, math=True, BLOCK_M=128, BLOCK_N=2
     c = _out(a, b, out)
     _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
     _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, 1)
-    tiles = triton.cdiv(a.shape[0], BLOCK_M) * triton.cdiv(b.shape[1], BLOCK_N)
-    matmul_tma_probe_kernel[(min(tiles, sm_count(a)),)](*args, STAGES=stages, LOADS=loads, MATH=math, **meta)
+    matmul_tma_probe_kernel[_persistent_grid(a, b, BLOCK_M, BLOCK_N)](*args, STAGES=stages, LOADS=loads, MATH=math, **meta)
     return c
 
 

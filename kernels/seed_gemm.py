@@ -9,6 +9,8 @@ import triton.language as tl
 
 from .lab import alloc
 
+ARTICLE_API = "_experimental_make_tensor_descriptor"  # the name the article calls, gone from triton.language
+
 
 @triton.jit
 def seed_gemm_kernel(A_ptr, B_ptr, C_ptr, M, N, K,

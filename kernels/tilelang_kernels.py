@@ -86,13 +86,17 @@ def compile(kind, **cfg):
         raise CourseError(f"no TileLang program {kind!r}; there are {sorted(PROGRAMS)}")
     key = (kind, tuple(sorted(cfg.items())))
     if key not in _KERNELS:
-        try:
-            _KERNELS[key] = tilelang().compile(PROGRAMS[kind](**cfg), target=SM90A)
-        except Exception as e:  # TileLang's own message is the last line of a long C++ trace
-            lines = [line for line in str(e).splitlines() if line.strip()]
-            raise CourseError(f"TileLang cannot compile {kind} {cfg}: "
-                              f"{lines[-1] if lines else type(e).__name__}") from None
+        _KERNELS[key] = build(PROGRAMS[kind](**cfg), f"{kind} {cfg}")
     return _KERNELS[key]
+
+
+def build(func, what="it"):
+    """Compile any TileLang prim_func for sm_90a; a failure becomes one CourseError line."""
+    try:
+        return tilelang().compile(func, target=SM90A)
+    except Exception as e:  # TileLang's own message is the last line of a long C++ trace
+        lines = [line for line in str(e).splitlines() if line.strip()]
+        raise CourseError(f"TileLang cannot compile {what}: {lines[-1] if lines else type(e).__name__}") from None
 
 
 def source(kind, **cfg):
