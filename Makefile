@@ -1,12 +1,13 @@
 # make lab    - create .venv with the pinned CPU stack and open JupyterLab (localhost, with a token)
-# make test   - the whole suite: pytest over tests/ and nbval over every notebook (what CI runs)
+# make test   - the whole suite: pytest over tests/ (which runs every exercise) and nbval over the
+#               lessons and solutions (what CI runs)
 # make test-here / bench-here - the same in the current interpreter, installing nothing (a GPU box
 #               whose stack is already there: see README, "Running on a GPU machine")
-# make exercises - regenerate exercises/ from solutions/
+# make exercises - regenerate exercises/ from solutions/ (nbgrader's preprocessors)
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
-NOTEBOOKS = notebooks solutions exercises
+NOTEBOOKS = notebooks solutions  # exercises/ run in tests/test_notebooks.py, which asserts what they print
 PYTEST_ARGS = tests $(NOTEBOOKS) --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -q
 
 .PHONY: lab test test-here bench-here exercises clean
@@ -29,10 +30,10 @@ test-here:
 	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m pytest $(PYTEST_ARGS)
 
 bench-here:
-	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m kernels.lab.record
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m kernels.tools.record
 
 exercises: $(VENV)/.installed
-	$(PY) -m kernels.lab.exercises
+	$(PY) -m kernels.tools.exercises
 
 clean:
 	rm -rf $(VENV)

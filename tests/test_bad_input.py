@@ -8,9 +8,10 @@ import pytest
 import torch
 
 import kernels
-from kernels import DEVICE, copy, gemm
-from kernels.lab import aot, bench
+from kernels import DEVICE
+from kernels.lab import aot, bench, mode
 from kernels.lab.errors import NoGPUError, SharedMemoryError, TMAError
+from kernels.ops import copy, gemm
 
 from conftest import cpu_only, gpu_only
 
@@ -71,6 +72,14 @@ def test_without_the_allocator_triton_refuses():
     assert triton.__version__.startswith("3.6")
 
 
+def test_another_triton_is_named_clearly(monkeypatch):
+    import triton
+    from kernels.lab import triton_internals
+    monkeypatch.setattr(triton, "__version__", "3.9.0")
+    with pytest.raises(triton_internals.TritonVersionError, match="written for Triton 3.6.*Triton 3.9.0 is installed"):
+        triton_internals.compile_as_launched(copy.copy_tile_kernel, (), {}, aot.SM90)
+
+
 def test_gpu_without_tma_lowers_descriptors_to_plain_loads():
     x = torch.empty(8, 8, dtype=torch.float16)
     args = (x, x, 4096, 4096, 4096, 4096)
@@ -84,13 +93,13 @@ def test_gpu_without_tma_lowers_descriptors_to_plain_loads():
 def test_mode_detection_for_a_gpu_without_tma(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (8, 0))
-    assert kernels._detect_mode() == "gpu"
+    assert mode._detect_mode() == "gpu"
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *a: (9, 0))
-    assert kernels._detect_mode() == "hopper"
+    assert mode._detect_mode() == "hopper"
 
 
 def test_no_gpu_selects_the_interpreter_before_any_kernel():
-    code = ("import os, kernels, kernels.copy as c; "
+    code = ("import os, kernels, kernels.ops.copy as c; "
             "print(kernels.MODE, os.environ.get('TRITON_INTERPRET'), type(c.copy_tile_kernel).__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, check=True).stdout
@@ -108,7 +117,7 @@ def test_no_gpu_and_triton_imported_first_is_a_clear_message():
 def test_no_gpu_timing_and_recording_say_why():
     with pytest.raises(NoGPUError, match="needs a CUDA GPU"):
         bench.median_ms(lambda: None)
-    out = subprocess.run([sys.executable, "-m", "kernels.lab.record"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "kernels.tools.record"], capture_output=True, text=True)
     assert out.returncode != 0 and "needs a CUDA GPU" in out.stderr
 
 
@@ -116,7 +125,7 @@ def test_no_gpu_timing_and_recording_say_why():
 def test_shared_memory_overflow_is_a_clear_message():
     a = _x(1024, 1024)
     with pytest.raises(SharedMemoryError, match="does not fit.*KiB of shared memory asked"):
-        gemm.matmul(a, a, 256, 256, 128, num_stages=4)
+        gemm.matmul(a, a, 256, 256, 128, stages=4)
 
 
 def test_matmul_shape_mismatch():
@@ -125,7 +134,7 @@ def test_matmul_shape_mismatch():
 
 
 def test_tilelang_config_that_cannot_compile_says_why():
-    from kernels import tilelang_kernels as tk
+    from kernels.ops import tilelang_kernels as tk
     from kernels.lab.errors import CourseError
     with pytest.raises(CourseError, match="TileLang cannot compile gemm .*warp partition"):
         tk.compile("gemm", M=1024, N=1024, K=1024, threads=384)  # 12 warps cannot tile 128 x 256
@@ -133,14 +142,14 @@ def test_tilelang_config_that_cannot_compile_says_why():
 
 @cpu_only
 def test_tilelang_kernels_without_a_hopper_gpu_say_why():
-    from kernels import tilelang_kernels as tk
+    from kernels.ops import tilelang_kernels as tk
     with pytest.raises(NoGPUError, match="only on a Hopper GPU"):
         tk.gemm(_x(128, 64), _x(64, 128))
 
 
 @gpu_only
 def test_tilelang_gemm_refuses_non_fp16_or_strided_inputs():
-    from kernels import tilelang_kernels as tk
+    from kernels.ops import tilelang_kernels as tk
     from kernels.lab.errors import CourseError
     if kernels.MODE != "hopper":
         pytest.skip("TileLang kernels here run on Hopper only")

@@ -1,5 +1,7 @@
-"""nbval runs each notebook with the sliders at their defaults; a learner moves them. Drive every
-registered widget callback through every combination of its slider values."""
+"""Every widget, as a learner meets it: nbval runs each notebook with the sliders at their defaults;
+a learner moves them. Here every widget runs at every setting (a sample on a GPU, where each one
+times kernels): the default must show a number with its label, and every other setting a number
+or a refusal that names the limit it hit."""
 import contextlib
 import io
 
@@ -7,43 +9,61 @@ import matplotlib.pyplot as plt
 import pytest
 
 import kernels
-import kernels.cp_async  # noqa: F401  (each lesson module registers its widget)
-import kernels.descriptors  # noqa: F401
-import kernels.loads  # noqa: F401
-import kernels.pipeline  # noqa: F401
-import kernels.roofline  # noqa: F401
-import kernels.side_by_side  # noqa: F401
-from kernels.lab.widgets import REGISTRY, combinations, run_safely
+from kernels.lab.widgets import REGISTRY
+from kernels.lessons import LESSONS
+
+for _module in LESSONS.values():  # importing a lesson registers its widget
+    __import__(f"kernels.lessons.{_module}")
+
+# what a refusal must name: the limit, not a traceback
+LIMITS = ("shared memory", "TMA", "box", "needs a CUDA GPU", "Hopper GPU")
+LABELS = ("measured live on ", "recorded on ")
 
 
-def _cases(fn):
-    """Every combination in CPU mode, where a callback compiles and looks up. On a GPU each one
-    also times a kernel, so there: the defaults and the corners (largest and smallest settings)."""
-    combos = list(combinations(fn))
-    if kernels.MODE == "cpu":
-        return combos
-    return [fn.defaults, combos[0], combos[-1]]
+def _settings(widget):
+    """Every setting in CPU mode, where a callback compiles and looks up. On a GPU each one also times
+    kernels, so there: the defaults and the corners (smallest and largest settings)."""
+    every = list(widget.settings())
+    return every if kernels.MODE == "cpu" else [widget.defaults, every[0], every[-1]]
 
 
-CASES = [(name, cfg) for name, fn in sorted(REGISTRY.items()) for cfg in _cases(fn)]
+def _show(widget, cfg):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        shown = widget(**cfg)
+    plt.close("all")
+    return shown, out.getvalue()
 
 
-def test_every_lesson_has_tile_and_stage_sliders():
-    assert REGISTRY
-    for name, fn in REGISTRY.items():
-        assert "stages" in fn.grid and any(k.startswith("BLOCK") for k in fn.grid), name
-        for k, values in fn.grid.items():
+CASES = [(name, cfg) for name, w in sorted(REGISTRY.items()) for cfg in _settings(w)]
+
+
+def test_every_lesson_has_a_widget_with_tile_and_stage_sliders():
+    assert {w.lesson for w in REGISTRY.values()} == set(LESSONS)
+    for name, w in REGISTRY.items():
+        assert "stages" in w.sliders and any(k.startswith("BLOCK") for k in w.sliders), name
+        for k, values in w.sliders.items():
             if k.startswith("BLOCK"):  # other sliders (e.g. host/device descriptor) may offer words
                 assert all(v & (v - 1) == 0 for v in values), f"{name}: {k} offers a non power of two"
 
 
+@pytest.mark.parametrize("name", sorted(REGISTRY), ids=lambda n: n.split(".")[-1])
+def test_the_default_setting_shows_a_number(name):
+    widget = REGISTRY[name]
+    shown, text = _show(widget, widget.defaults)
+    assert shown.figure is not None, f"{name} at its defaults showed no figure:\n{text}"
+    assert shown.figure.rate > 0 and shown.figure.base > 0
+    assert shown.figure.label.startswith(LABELS) and shown.figure.label in text, text
+
+
 @pytest.mark.parametrize("name, config", CASES, ids=[f"{n.split('.')[-1]}-{'-'.join(map(str, c.values()))}"
                                                      for n, c in CASES])
-def test_widget_callback(name, config):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        ran = run_safely(REGISTRY[name], **config)
-    plt.close("all")
-    text = out.getvalue()
+def test_every_setting_shows_a_number_or_names_its_limit(name, config):
+    shown, text = _show(REGISTRY[name], config)
     assert "Traceback" not in text
-    assert ran or "\ncannot run " in "\n" + text, text
+    if shown.refused is not None:
+        assert any(limit in shown.refused for limit in LIMITS), f"refusal names no limit: {shown.refused}"
+        assert f"cannot run {', '.join(f'{k}={v}' for k, v in config.items())}: " in text
+    else:
+        assert shown.figure is not None, f"neither a figure nor a refusal:\n{text}"
+        assert shown.figure.rate > 0 and shown.figure.label in text

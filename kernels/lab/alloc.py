@@ -8,7 +8,7 @@ descriptor kernel calls ``install()`` right before launching; it is cheap and id
 import torch
 import triton
 
-from .. import INTERPRET
+from .mode import INTERPRET
 
 
 def _scratch(size: int, alignment: int, stream):

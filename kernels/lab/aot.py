@@ -19,17 +19,16 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 import torch
-import triton
 
-from .. import INTERPRET, MODE
-from . import isa
+
+from . import isa, triton_internals
+from .mode import INTERPRET, MODE
 
 SM90 = ("cuda", 90, 32)
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,16 +65,7 @@ def _from_kernel(ck, name, origin) -> Compiled:
 
 def compile_here(fn, args, meta, target=SM90):
     """Compile ``fn`` (a JITFunction) for ``target`` exactly as a launch with ``args`` would."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource, make_backend
-    from triton.runtime.jit import create_function_from_signature  # triton 3.6 launch binder
-    target = GPUTarget(*target)
-    backend = make_backend(target)
-    binder = create_function_from_signature(fn.signature, fn.params, backend)
-    bound, specialization, options = binder(*args, **meta)
-    options, signature, constexprs, attrs = fn._pack_args(backend, meta, bound, specialization, options)
-    return triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target,
-                          options=options.__dict__)
+    return triton_internals.compile_as_launched(fn, args, meta, target)
 
 
 def compile_sm90(kernel, *args, **meta) -> Compiled:
@@ -107,33 +97,15 @@ def describe_arg(a):
     raise TypeError(f"cannot describe a {type(a).__name__} argument for ahead-of-time compilation")
 
 
-def _jit_source(py_fn, seen=None):
-    """Source of a kernel defined outside an importable module (a notebook cell), with the
-    @triton.jit helpers and plain constants it refers to, so the helper process can rebuild it."""
-    seen = {} if seen is None else seen
-    for name in py_fn.__code__.co_names:
-        val = py_fn.__globals__.get(name)
-        inner = getattr(val, "fn", None)
-        if callable(inner) and hasattr(val, "run") and name not in seen:
-            seen[name] = None
-            _jit_source(inner, seen)
-        elif isinstance(val, (bool, int, float)) and name not in seen:
-            seen[name] = f"{name} = {val!r}\n"
-        elif isinstance(val, triton.language.constexpr) and name not in seen:
-            seen[name] = f"{name} = tl.constexpr({val.value!r})\n"
-    seen[py_fn.__name__] = textwrap.dedent(inspect.getsource(py_fn))
-    return seen
-
-
 def _request(kernel, args, meta):
     py_fn = kernel.fn
     req = {"name": py_fn.__name__, "args": [describe_arg(a) for a in args], "meta": meta}
     module = sys.modules.get(py_fn.__module__)
-    if module is not None and getattr(module, "__file__", None) and py_fn.__module__ != "__main__":
+    if py_fn.__module__.startswith("kernels.") and module is not None:  # importable in the helper process
         req["module"] = py_fn.__module__
         req["source_hash"] = hashlib.sha1(inspect.getsource(module).encode()).hexdigest()
     else:
-        parts = [p for p in _jit_source(py_fn).values() if p]
+        parts = [p for p in triton_internals.kernel_source(py_fn).values() if p]
         req["source"] = "import triton\nimport triton.language as tl\n\n" + "\n".join(
             p if not p.lstrip().startswith("def ") else "@triton.jit\n" + p for p in parts)
     return req

@@ -42,12 +42,3 @@ def versus(label, rate, base_label, base, unit, title):
     ax.barh([base_label, label], [base, rate], color=["grey", "C0"])
     ax.set(xlabel=unit, xlim=(0, max(base, rate) * 1.1), title=title)
     plt.show()
-
-
-def report_versus(what, label, rate, base_label, base, unit, where):
-    """Print a kernel's rate against its baseline's and draw both; say so when nothing was recorded."""
-    if rate is None:
-        print("no recorded measurement for this configuration")
-        return
-    print(f"{what}: {rate:.0f} {unit} = {rate / base:.2f}x {base_label} ({base:.0f} {unit}), {where}")
-    versus(label, rate, base_label, base, unit, where)

@@ -1,10 +1,15 @@
-"""Shared memory: what a tile configuration asks for, against what one block may have."""
+"""Shared memory: what a tile configuration asks for, against what one block may have.
+
+One rule for every lesson: the compiled kernel's own figure decides where there is one (Triton
+reports it; it includes barriers and any buffer the compiler adds), and the model - stages x one
+stage's tiles, plus the output tile where the kernel stages it through shared memory for a TMA
+store - is shown beside it, so a learner can see where the bytes go."""
 from dataclasses import dataclass
 
 import torch
 
-from .. import MODE
 from .errors import SharedMemoryError
+from .mode import MODE
 
 # per-block limit with opt-in on Hopper: 227 KB = 232,448 bytes (an H200 reports exactly this)
 HOPPER_LIMIT = 232_448
@@ -27,6 +32,7 @@ def gemm_stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K, elem_bytes=2):
 class Budget:
     stages: int
     stage_bytes: int
+    output_tile: int = 0  # bytes of the output tile staged in shared memory for a TMA store
     compiled: int = None  # what the compiled kernel really asks for, when known
     limit: int = None
 
@@ -35,7 +41,7 @@ class Budget:
 
     @property
     def model(self):
-        return self.stages * self.stage_bytes
+        return self.stages * self.stage_bytes + self.output_tile
 
     @property
     def used(self):
@@ -45,17 +51,20 @@ class Budget:
     def fits(self):
         return self.used <= self.limit
 
+    def parts(self):
+        tile = f" + {self.output_tile / 1024:.1f} KiB output tile" if self.output_tile else ""
+        return f"{self.stages} x {self.stage_bytes / 1024:.1f} KiB{tile}"
+
     def text(self, width=40):
         filled = min(width, round(width * self.used / self.limit))
         bar = "#" * filled + "." * (width - filled)
         real = f", compiled kernel asks {self.compiled / 1024:.1f} KiB" if self.compiled is not None else ""
-        return (f"shared memory [{bar}] {self.stages} x {self.stage_bytes / 1024:.1f} KiB = "
-                f"{self.model / 1024:.1f} KiB by the model{real}; limit {self.limit / 1024:.1f} KiB per block")
+        return (f"shared memory [{bar}] {self.parts()} = {self.model / 1024:.1f} KiB by the model{real}; "
+                f"limit {self.limit / 1024:.1f} KiB per block")
 
     def require(self):
         if not self.fits:
             raise SharedMemoryError(
                 f"{self.used / 1024:.1f} KiB of shared memory needed, {self.limit / 1024:.1f} KiB available "
-                f"per block: use fewer stages or a smaller tile ({self.stages} stages x "
-                f"{self.stage_bytes / 1024:.1f} KiB per stage)")
+                f"per block: use fewer stages or a smaller tile ({self.parts()} by the model)")
         return self

@@ -1,58 +1,163 @@
-"""Sliders for a lesson: one description of the parameters, a callback, and clear messages.
+"""One widget skeleton that every lesson fills in.
 
-A lesson declares its callback once with ``@sliders(...)``: the values each slider offers (only
-values the kernel can take: Triton block sizes are powers of two) and the defaults. ``explore``
-turns it into ipywidgets sliders. The callback runs the kernel on a GPU, or recompiles and looks
-up the recorded sweep on a CPU. A configuration that cannot run (shared memory overflow, a TMA
-rule, a compile error) prints a one-line reason instead of a traceback. The registry lets the
-tests drive every callback through every combination of its slider values."""
+A lesson's widget is a ``Widget`` subclass: its sliders (only values the kernel can take: Triton
+block sizes are powers of two), and what it does at one setting - compile the kernel for sm_90,
+budget its shared memory, name the instructions that matter, and ask ``measure`` for its figure
+against the baseline (live on a GPU, recorded otherwise). ``explore`` turns it into ipywidgets
+sliders. A setting that cannot run (shared memory, a TMA rule, a compile error) prints a one-line
+reason naming the limit instead of a traceback. The same object records its sweep on a GPU
+(``sweep``), so the recorded figures the CPU shows are exactly the widget's settings, and the
+tests drive it through all of them (``REGISTRY``)."""
 import itertools
+import json
+from dataclasses import dataclass
 
+from . import bench, measure, plots, results
 from .aot import CompileError
 from .errors import CourseError
 
 REGISTRY = {}
 
 
-def sliders(defaults=None, **grid):
-    """Declare a widget callback's slider values: ``@sliders(BLOCK_M=[64, 128], stages=[1, 2, 3, 4])``."""
-    def wrap(fn):
-        fn.grid = grid
-        fn.defaults = {k: (defaults or {}).get(k, v[len(v) // 2]) for k, v in grid.items()}
-        REGISTRY[f"{fn.__module__}.{fn.__name__}"] = fn
-        return fn
-    return wrap
+@dataclass
+class Shown:
+    """What one setting showed: a figure (with its label), or the reason it was refused."""
+    config: dict
+    figure: measure.Figure = None
+    refused: str = None
 
 
-def run_safely(fn, **config):
-    """Call a widget callback; turn a configuration that cannot run into one printed line.
-    Returns True when the configuration ran, False when it was refused."""
+class Widget:
+    lesson = ""          # "03"
+    sliders = {}         # name -> values offered
+    defaults = {}        # name -> value at start (the middle value where not given)
+    title = ""           # what is timed, e.g. "16384^2 fp16 copy"
+    base_label = ""      # the baseline, e.g. "torch copy"
+
+    def __init__(self):
+        self.defaults = {k: self.defaults.get(k, v[len(v) // 2]) for k, v in self.sliders.items()}
+        REGISTRY[f"{type(self).__module__}.{type(self).__name__}"] = self
+
+    # ---- what a lesson fills in ----------------------------------------------------------------
+    def compile(self, cfg):
+        """The sm_90 code of this setting (aot.Compiled), or None where there is none to read."""
+        return None
+
+    def budget(self, cfg, compiled):
+        """The shared-memory budget (smem.Budget) of this setting, or None where it holds no ring."""
+        return None
+
+    def evidence(self, cfg, compiled):
+        """Lines about the compiled code (instruction counts) printed under the budget."""
+        return []
+
+    def query(self, cfg) -> measure.Query:
+        """The measurement of this setting against its baseline."""
+        raise NotImplementedError
+
+    def label(self, cfg):
+        return ", ".join(f"{k}={v}" for k, v in cfg.items())
+
+    def show(self, cfg, fig):
+        """Print the figure against its baseline and draw both (a lesson may draw something else)."""
+        print(f"{self.title}: {fig.rate:.0f} {fig.unit_text} = {fig.ratio:.2f}x {self.base_label} "
+              f"({fig.base:.0f} {fig.unit_text}), {fig.label}")
+        plots.versus(self.label(cfg), fig.rate, self.base_label, fig.base, fig.unit_text, fig.label)
+
+    # ---- the skeleton ----------------------------------------------------------------------------
+    def check(self, cfg):
+        """Compile and budget one setting, print the budget; raises when it cannot run."""
+        compiled = self.compile(cfg)
+        budget = self.budget(cfg, compiled)
+        if budget is not None:
+            print(budget.text())
+            budget.require()
+        return compiled
+
+    def __call__(self, **cfg):
+        """One setting, as the slider callback runs it. Returns what was shown."""
+        try:
+            compiled = self.check(cfg)
+            for line in self.evidence(cfg, compiled):
+                print(line)
+            fig = measure.versus(self.query(cfg))
+        except REFUSALS as e:
+            reason = refusal(e)
+            print(f"cannot run {_fmt(cfg)}: {reason}")
+            return Shown(cfg, refused=reason)
+        except measure.NoRecord as e:
+            print(e)
+            return Shown(cfg)
+        self.show(cfg, fig)
+        return Shown(cfg, figure=fig)
+
+    def settings(self):
+        """Every combination of the slider values, as keyword dicts."""
+        names = list(self.sliders)
+        for values in itertools.product(*(self.sliders[n] for n in names)):
+            yield dict(zip(names, values))
+
+    def fits(self, cfg):
+        """Whether a setting compiles and fits (what the widget checks before measuring)."""
+        import contextlib
+        import io
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                self.check(cfg)
+            return True
+        except REFUSALS:
+            return False
+
+    def sweep(self, settings=None):
+        """Every setting that fits (or those of ``settings``), timed now, and the baseline once before
+        them: the records CPU mode shows for this widget (``kernels.tools.record``). Each kernel's
+        output is checked first. Settings that measure the same thing (a slider the kernel ignores)
+        are timed once."""
+        records, base, seen = [], None, set()
+        for cfg in settings or self.settings():
+            q = self.query(cfg)
+            if json.dumps(q.config, sort_keys=True) in seen or not self.fits(cfg):
+                continue  # timed already, or refused by the widget with its reason
+            seen.add(json.dumps(q.config, sort_keys=True))
+            live = q.setup()
+            if base is None:
+                base = results.record(q.base, bench.median_ms(live.baseline), shape=q.shape,
+                                      **{_WORK[q.unit]: live.work})
+                records.append(base)
+            if live.out is not None:
+                bench.check_writes(q.name, live.kernel, live.out, live.ref, live.tol)
+            records.append(results.record(q.name, bench.median_ms(live.kernel), shape=q.shape, config=q.config,
+                                          baseline=q.base, **{_WORK[q.unit]: live.work}))
+        return records
+
+
+_WORK = {"gbps": "nbytes", "tflops": "flops"}
+
+
+def _refusals():
     from triton.runtime.errors import OutOfResources
-    try:
-        fn(**config)
-        return True
-    except (CourseError, CompileError) as e:
-        print(f"cannot run {_fmt(config)}: {e}")
-    except OutOfResources as e:
-        print(f"cannot run {_fmt(config)}: does not fit this GPU ({e})")
-    return False
+    return CourseError, CompileError, OutOfResources
 
 
-def explore(fn, **defaults):
-    """The interactive widget for a registered callback (runs once at the defaults)."""
+REFUSALS = _refusals()
+
+
+def refusal(e):
+    """The one-line reason a setting cannot run; Triton's own resource error names its limit."""
+    from triton.runtime.errors import OutOfResources
+    if isinstance(e, OutOfResources):
+        return f"does not fit this GPU ({e})"
+    return str(e)
+
+
+def explore(widget, **defaults):
+    """The interactive widget (runs once at the defaults)."""
     import ipywidgets as W
-    values = {**fn.defaults, **defaults}
+    values = {**widget.defaults, **defaults}
     controls = {name: W.SelectionSlider(options=opts, value=values[name], description=name,
                                         continuous_update=False, style={"description_width": "initial"})
-                for name, opts in fn.grid.items()}
-    return W.interactive(lambda **cfg: run_safely(fn, **cfg) and None, **controls)
-
-
-def combinations(fn):
-    """Every combination of a callback's slider values, as keyword dicts."""
-    names = list(fn.grid)
-    for values in itertools.product(*(fn.grid[n] for n in names)):
-        yield dict(zip(names, values))
+                for name, opts in widget.sliders.items()}
+    return W.interactive(lambda **cfg: widget(**cfg) and None, **controls)
 
 
 def _fmt(config):

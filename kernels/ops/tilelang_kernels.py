@@ -10,8 +10,8 @@ import logging
 
 import torch
 
-from . import MODE
-from .lab.errors import CourseError, NoGPUError
+from ..lab.errors import CourseError, NoGPUError
+from ..lab.mode import MODE
 
 SM90A = {"kind": "cuda", "arch": "sm_90a"}
 

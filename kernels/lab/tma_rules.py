@@ -7,7 +7,7 @@ multiple of 16 bytes; and Triton 3.6, which also wants power-of-two block shapes
 contiguous last dimension."""
 import torch
 
-from .lab.errors import TMAError
+from .errors import TMAError
 
 
 def check_operand(t: torch.Tensor, block_shape, name="tensor"):
@@ -35,3 +35,13 @@ def check_operand(t: torch.Tensor, block_shape, name="tensor"):
     if (block_shape[-1] * esize) % 16:
         raise TMAError(f"{name}: the box's inner row is {block_shape[-1]} x {esize} B = {block_shape[-1] * esize} B; "
                        f"TMA moves inner rows in multiples of 16 bytes (use at least {16 // esize} elements)")
+
+
+def ready(*operands):
+    """Check each ``(name, tensor, box)`` against the rules above, then set the allocator that
+    device-side descriptors need (in the calling thread: see ``alloc``). Call it right before a
+    descriptor kernel's launch."""
+    from . import alloc
+    for name, t, box in operands:
+        check_operand(t, box, name)
+    alloc.install()

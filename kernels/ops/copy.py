@@ -13,8 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-from . import sm_count, tma
-from .lab import alloc
+from ..lab import tma_rules
+from ..lab.mode import sm_count
 
 
 @triton.jit
@@ -55,9 +55,7 @@ def copy_tile(x, out=None, BLOCK_M=64, BLOCK_N=128, num_warps=4):
 def copy_tma(x, out=None, BLOCK_M=64, BLOCK_N=128, num_warps=4):
     """y = x through device-side TMA descriptors; checks the TMA rules first, sets the allocator."""
     y = torch.empty_like(x) if out is None else out
-    tma.check_operand(x, [BLOCK_M, BLOCK_N], "input")
-    tma.check_operand(y, [BLOCK_M, BLOCK_N], "output")
-    alloc.install()  # per thread/context since Triton 3.5: set it where the launch happens
+    tma_rules.ready(("input", x, [BLOCK_M, BLOCK_N]), ("output", y, [BLOCK_M, BLOCK_N]))  # allocator: where it launches
     copy_tma_kernel[_grid(x, BLOCK_M, BLOCK_N)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
                                                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps)
     return y
@@ -117,33 +115,33 @@ def copy_cols(x, out=None, BLOCK=1024):
 
 @triton.jit
 def copy_loop_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, stages: tl.constexpr):
     # a fixed grid of programs walks all tiles; tl.range's num_stages asks the compiler to keep
-    # STAGES - 1 tiles' loads in flight ahead of the store (kernel-level num_stages would not)
+    # stages - 1 tiles' loads in flight ahead of the store (kernel-level num_stages would not)
     tiles_n = tl.cdiv(N, BLOCK_N)
     tiles = tl.cdiv(M, BLOCK_M) * tiles_n
-    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), num_stages=STAGES):
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), num_stages=stages):
         rows = (t // tiles_n) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
         cols = (t % tiles_n) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
         mask = (rows < M) & (cols < N)
         tl.store(y_ptr + rows * stride_ym + cols, tl.load(x_ptr + rows * stride_xm + cols, mask=mask), mask=mask)
 
 
-def copy_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, STAGES=3, num_warps=4, programs=None):
+def copy_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, stages=3, num_warps=4, programs=None):
     """y = x with a persistent grid (one program per SM by default) and a tl.range-pipelined loop."""
     y = torch.empty_like(x) if out is None else out
     copy_loop_kernel[(programs or sm_count(x),)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
-                                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=STAGES, num_warps=num_warps)
+                                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, num_warps=num_warps)
     return y
 
 
 # ---- lesson 03: persistent TMA copies, device-side and host-side descriptors ---------------------
 
 @triton.jit
-def _copy_tiles(x_desc, y_desc, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
+def _copy_tiles(x_desc, y_desc, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, stages: tl.constexpr):
     tiles_n = tl.cdiv(N, BLOCK_N)
     tiles = tl.cdiv(M, BLOCK_M) * tiles_n
-    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), num_stages=STAGES):
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), num_stages=stages):
         off_m = (t // tiles_n) * BLOCK_M
         off_n = (t % tiles_n) * BLOCK_N
         y_desc.store([off_m, off_n], x_desc.load([off_m, off_n]))
@@ -151,32 +149,30 @@ def _copy_tiles(x_desc, y_desc, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constex
 
 @triton.jit
 def copy_tma_loop_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, stages: tl.constexpr):
     # device-side descriptors: the tensor map is written by the kernel into global scratch memory
     x_desc = tl.make_tensor_descriptor(x_ptr, [M, N], [stride_xm, 1], [BLOCK_M, BLOCK_N])
     y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
-    _copy_tiles(x_desc, y_desc, M, N, BLOCK_M, BLOCK_N, STAGES)
+    _copy_tiles(x_desc, y_desc, M, N, BLOCK_M, BLOCK_N, stages)
 
 
 @triton.jit
 def copy_tma_host_loop_kernel(x_desc, y_desc, M, N,
-                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STAGES: tl.constexpr):
+                              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, stages: tl.constexpr):
     # host-side descriptors: the tensor map is built on the CPU and passed as a kernel parameter
-    _copy_tiles(x_desc, y_desc, M, N, BLOCK_M, BLOCK_N, STAGES)
+    _copy_tiles(x_desc, y_desc, M, N, BLOCK_M, BLOCK_N, stages)
 
 
-def copy_tma_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, STAGES=4, descriptor="device", num_warps=4):
+def copy_tma_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, stages=4, descriptor="device", num_warps=4):
     """y = x, persistent grid, TMA loads and stores through ``descriptor``-side tensor maps."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     y = torch.empty_like(x) if out is None else out
-    tma.check_operand(x, [BLOCK_M, BLOCK_N], "input")
-    tma.check_operand(y, [BLOCK_M, BLOCK_N], "output")
+    tma_rules.ready(("input", x, [BLOCK_M, BLOCK_N]), ("output", y, [BLOCK_M, BLOCK_N]))
     grid = (sm_count(x),)
-    meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, STAGES=STAGES, num_warps=num_warps)
+    meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, num_warps=num_warps)
     if descriptor == "host":
         xd, yd = (TensorDescriptor.from_tensor(t, [BLOCK_M, BLOCK_N]) for t in (x, y))
         copy_tma_host_loop_kernel[grid](xd, yd, x.shape[0], x.shape[1], **meta)
     else:
-        alloc.install()
         copy_tma_loop_kernel[grid](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0), **meta)
     return y

@@ -8,9 +8,9 @@ import torch
 import triton
 import triton.language as tl
 
-from . import MODE, sm_count, tma
-from .lab import alloc, smem
-from .lab.errors import CourseError, SharedMemoryError
+from ..lab import aot, smem, tma_rules
+from ..lab.errors import CourseError, SharedMemoryError
+from ..lab.mode import DEVICE, MODE, sm_count
 
 
 @triton.jit
@@ -98,7 +98,7 @@ def matmul_tma_persistent_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
 def matmul_tma_probe_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
                             stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                            GROUP_M: tl.constexpr, STAGES: tl.constexpr, LOADS: tl.constexpr, MATH: tl.constexpr):
+                            GROUP_M: tl.constexpr, stages: tl.constexpr, LOADS: tl.constexpr, MATH: tl.constexpr):
     # lesson 04's measuring probe: the TMA GEMM with its K loop pipelined by tl.range and either part
     # switched off. It is persistent (one program per SM walks the tiles) so that every variant runs
     # one block per SM, as the GEMM does: a loads-only block needs few registers, and three of them
@@ -117,7 +117,7 @@ def matmul_tma_probe_kernel(a_ptr, b_ptr, c_ptr, M, N, K,
         b_max = tl.full((BLOCK_K, BLOCK_N), float("-inf"), tl.float16)
         a = a_desc.load([pid_m * BLOCK_M, 0])
         b = b_desc.load([0, pid_n * BLOCK_N])
-        for k in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=STAGES):
+        for k in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=stages):
             if LOADS:
                 a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
                 b = b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])
@@ -135,15 +135,25 @@ def default_warps(BLOCK_M, BLOCK_N):
     return 8 if BLOCK_M * BLOCK_N >= 128 * 128 else 4
 
 
-def launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps=None, GROUP_M=8):
+def launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps=None, GROUP_M=8):
     """(grid, args, meta) of one matmul launch - shared by ``matmul`` and ahead-of-time compiles."""
     M, K = a.shape
     N = b.shape[1]
     grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
     args = (a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1))
     meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
-                num_stages=num_stages, num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N))
+                num_stages=stages, num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N))
     return grid, args, meta
+
+
+def compile_sm90(kernel, BLOCK_M, BLOCK_N, BLOCK_K, stages, shape=(8192, 8192, 8192), **meta):
+    """The sm_90 code of ``kernel`` (any kernel taking ``matmul_kernel``'s arguments) for an M x N x K
+    fp16 GEMM at this tile and stage count, as a launch would compile it. Compiling reads only
+    shapes and alignment, so the operands are left uninitialised."""
+    M, N, K = shape
+    a, b, c = (torch.empty(*s, device=DEVICE, dtype=torch.float16) for s in ((M, K), (K, N), (M, N)))
+    _, args, launch = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages)
+    return aot.compile_sm90(kernel, *args, **meta, **launch)
 
 
 def _check_shapes(a, b):
@@ -153,8 +163,8 @@ def _check_shapes(a, b):
         raise CourseError(f"A and B must share a dtype, got {a.dtype} and {b.dtype}")
 
 
-def _launch(kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M):
-    grid, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)
+def _launch(kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M):
+    grid, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M)
     if MODE == "cpu":
         kernel[grid](*args, **meta)
         return c
@@ -162,8 +172,8 @@ def _launch(kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, G
     try:
         kernel[grid](*args, **meta)
     except OutOfResources as e:
-        budget = smem.Budget(num_stages, smem.gemm_stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K, a.element_size()))
-        raise SharedMemoryError(f"{BLOCK_M}x{BLOCK_N}x{BLOCK_K} with {num_stages} stages does not fit: "
+        budget = smem.Budget(stages, smem.gemm_stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K, a.element_size()))
+        raise SharedMemoryError(f"{BLOCK_M}x{BLOCK_N}x{BLOCK_K} with {stages} stages does not fit: "
                                 f"{e.required / 1024:.1f} KiB of shared memory asked, {e.limit / 1024:.1f} KiB per "
                                 f"block on this GPU (model: {budget.model / 1024:.1f} KiB)") from None
     return c
@@ -173,16 +183,14 @@ def _out(a, b, out):
     return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device) if out is None else out
 
 
-def matmul(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3, num_warps=None, GROUP_M=8, out=None):
+def matmul(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8, out=None):
     """C = A @ B for 2D fp16/fp32 tensors with the pointer kernel (lesson 02)."""
     _check_shapes(a, b)
-    return _launch(matmul_kernel, a, b, _out(a, b, out), BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)
+    return _launch(matmul_kernel, a, b, _out(a, b, out), BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M)
 
 
 def _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K):
-    for name, t, box in (("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]), ("C", c, [BLOCK_M, BLOCK_N])):
-        tma.check_operand(t, box, name)
-    alloc.install()
+    tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]), ("C", c, [BLOCK_M, BLOCK_N]))
 
 
 def _persistent_grid(a, b, BLOCK_M, BLOCK_N, programs=None):
@@ -191,13 +199,13 @@ def _persistent_grid(a, b, BLOCK_M, BLOCK_N, programs=None):
     return (min(tiles, programs or sm_count(a)),)
 
 
-def matmul_tma_persistent(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_stages=3, num_warps=None, GROUP_M=8,
+def matmul_tma_persistent(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8,
                           tma_store=True, programs=None, out=None):
     """C = A @ B with a persistent grid (one program per SM unless ``programs`` says otherwise) (lesson 04)."""
     _check_shapes(a, b)
     c = _out(a, b, out)
     _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
-    _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)
+    _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M)
     matmul_tma_persistent_kernel[_persistent_grid(a, b, BLOCK_M, BLOCK_N, programs)](*args, TMA_STORE=tma_store, **meta)
     return c
 
@@ -207,13 +215,13 @@ def matmul_tma_probe(a, b, stages, loads=True, math=True, BLOCK_M=128, BLOCK_N=2
     c = _out(a, b, out)
     _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
     _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, 1)
-    matmul_tma_probe_kernel[_persistent_grid(a, b, BLOCK_M, BLOCK_N)](*args, STAGES=stages, LOADS=loads, MATH=math, **meta)
+    matmul_tma_probe_kernel[_persistent_grid(a, b, BLOCK_M, BLOCK_N)](*args, stages=stages, LOADS=loads, MATH=math, **meta)
     return c
 
 
-def matmul_tma(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_stages=3, num_warps=None, GROUP_M=8, out=None):
+def matmul_tma(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8, out=None):
     """C = A @ B through device-side TMA descriptors (lesson 03); checks the TMA rules first."""
     _check_shapes(a, b)
     c = _out(a, b, out)
     _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
-    return _launch(matmul_tma_kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, num_stages, num_warps, GROUP_M)
+    return _launch(matmul_tma_kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M)

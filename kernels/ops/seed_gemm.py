@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .lab import alloc
+from ..lab import alloc
 
 ARTICLE_API = "_experimental_make_tensor_descriptor"  # the name the article calls, gone from triton.language
 

@@ -6,7 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import DEVICE
+from ..lab.mode import DEVICE
 
 
 @triton.jit
@@ -41,7 +41,7 @@ def chase_reference(chain, start, steps):
 
 def ns_per_hop(footprint_bytes, steps=20_000):
     """Median nanoseconds per dependent load over a random cycle of ``footprint_bytes``."""
-    from .lab.bench import median_ms
+    from ..lab.bench import median_ms
     chain = random_cycle(footprint_bytes // 4)
     chase(chain, 0, steps)  # compile and touch the pages before timing
     return median_ms(lambda: chase(chain, 0, steps), warmup=50, rep=300) * 1e6 / steps

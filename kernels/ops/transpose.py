@@ -7,8 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from . import tma
-from .lab import alloc
+from ..lab import tma_rules
 
 
 @triton.jit
@@ -43,7 +42,5 @@ def transpose_tile(x, out=None, BLOCK_M=64, BLOCK_N=64):
 
 def transpose_tma(x, out=None, BLOCK_M=64, BLOCK_N=64):
     y = torch.empty((x.shape[1], x.shape[0]), dtype=x.dtype, device=x.device) if out is None else out
-    tma.check_operand(x, [BLOCK_M, BLOCK_N], "input")
-    tma.check_operand(y, [BLOCK_N, BLOCK_M], "output")
-    alloc.install()
+    tma_rules.ready(("input", x, [BLOCK_M, BLOCK_N]), ("output", y, [BLOCK_N, BLOCK_M]))
     return _launch(transpose_tma_kernel, x, y, BLOCK_M, BLOCK_N)

@@ -1,0 +1,67 @@
+"""The run mode, picked once at import, before any kernel is defined.
+
+- ``hopper``: a CUDA GPU of compute capability 9.x (H100, H200, GH200) - everything runs live.
+- ``gpu``: another CUDA GPU (e.g. A100, sm_80) - no TMA engine: descriptor kernels still run,
+  lowered to ordinary loads, and the notebooks show the sm_90 code compiled ahead of time.
+- ``cpu``: no GPU - kernels run in Triton's interpreter (``TRITON_INTERPRET=1``, set here,
+  because Triton reads it when ``@triton.jit`` runs), sm_90 PTX/SASS is compiled ahead of time
+  in a helper process, and timings come from ``results/``, labelled with device and date.
+
+Nothing else in the course looks at the machine: it asks this module."""
+import os
+import sys
+
+import torch
+
+_AOT_WORKER = os.environ.get("COURSE_AOT_WORKER") == "1"  # the compile-only child: never interpret
+
+
+def _detect_mode():
+    if not torch.cuda.is_available():
+        return "cpu"
+    return "hopper" if torch.cuda.get_device_capability()[0] == 9 else "gpu"
+
+
+MODE = "cpu" if _AOT_WORKER else _detect_mode()
+if MODE == "cpu" and not _AOT_WORKER:
+    if "triton" in sys.modules and os.environ.get("TRITON_INTERPRET") != "1":
+        # triton.language's own helpers (tl.cdiv, ...) were already compiled-mode functions: an
+        # interpreted kernel calling them fails with "Cannot call @triton.jit'd outside of the scope of a kernel"
+        raise ImportError("No GPU here, so the course runs Triton in its interpreter, which must be on before "
+                          "Triton is imported: put `import kernels` before `import triton` (restart the kernel "
+                          "first), or start Python with TRITON_INTERPRET=1.")
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import triton  # noqa: E402  (after the mode is set)
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+HAS_TMA = MODE == "hopper" or (MODE == "gpu" and torch.cuda.get_device_capability()[0] >= 9)
+DEVICE = "cuda" if MODE != "cpu" else "cpu"
+LIVE = MODE != "cpu"  # measurements are taken now (any CUDA GPU) or read from results/ (no GPU)
+
+_MODE_TEXT = {
+    "hopper": "Hopper GPU: every kernel, measurement and widget runs live",
+    "gpu": "CUDA GPU without TMA: kernels run live; TMA evidence is sm_90 code compiled ahead of time",
+    "cpu": "no GPU: kernels run in the Triton interpreter at small sizes; PTX/SASS compiled for sm_90 "
+           "ahead of time; timings are recorded ones, labelled",
+}
+
+
+def sm_count(t):
+    """Streaming multiprocessors of the GPU that holds ``t``: the grid of a persistent kernel
+    (4 programs stand in for them in the interpreter)."""
+    return torch.cuda.get_device_properties(t.device).multi_processor_count if t.is_cuda else 4
+
+
+def device_name():
+    return torch.cuda.get_device_name() if MODE != "cpu" else "CPU (no CUDA device)"
+
+
+def banner():
+    """One line: mode, device, versions. Every notebook starts with it."""
+    from . import alloc
+    alloc.install()
+    cap = torch.cuda.get_device_capability() if MODE != "cpu" else None
+    sm = f" (sm_{cap[0]}{cap[1]})" if cap else ""
+    print(f"[{MODE}] {device_name()}{sm} | torch {torch.__version__} | triton {triton.__version__} | "
+          f"{_MODE_TEXT[MODE]}")

@@ -1,0 +1,62 @@
+"""The few places where the course reaches inside Triton, all here, for one Triton version.
+
+Compiling ahead of time with a real launch's specialisation (``tt.divisibility`` on pointers and
+integers divisible by 16) needs Triton's own launch binder, which is not public API; so does
+rebuilding a kernel defined in a notebook cell in another process. Written for Triton
+``WRITTEN_FOR``; with another version, ``require()`` says so in one line instead of a deep
+AttributeError."""
+import inspect
+import textwrap
+
+import triton
+
+WRITTEN_FOR = "3.6"
+
+
+class TritonVersionError(RuntimeError):
+    """Installed Triton differs from the one these internals were written for."""
+
+
+def require():
+    if not triton.__version__.startswith(WRITTEN_FOR + "."):
+        raise TritonVersionError(
+            f"kernels.lab.triton_internals was written for Triton {WRITTEN_FOR} (it uses "
+            f"triton.runtime.jit.create_function_from_signature and JITFunction._pack_args to compile "
+            f"ahead of time as a launch would); Triton {triton.__version__} is installed. Install "
+            f"triton=={WRITTEN_FOR}.0 (requirements.txt), or port this module to the new binder.")
+
+
+def compile_as_launched(fn, args, meta, target):
+    """``triton.compile`` of JITFunction ``fn`` for ``target`` (a GPUTarget tuple), with the
+    signature, constexprs and specialisation attributes a launch with ``args``/``meta`` gets."""
+    require()
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import create_function_from_signature
+    target = GPUTarget(*target)
+    backend = make_backend(target)
+    binder = create_function_from_signature(fn.signature, fn.params, backend)
+    bound, specialization, options = binder(*args, **meta)
+    options, signature, constexprs, attrs = fn._pack_args(backend, meta, bound, specialization, options)
+    return triton.compile(ASTSource(fn, signature, constexprs, attrs), target=target, options=options.__dict__)
+
+
+def is_jit_function(value):
+    return callable(getattr(value, "fn", None)) and hasattr(value, "run")
+
+
+def kernel_source(py_fn, seen=None):
+    """{name: source} of a kernel defined outside an importable module (a notebook cell), with the
+    @triton.jit helpers and plain constants it refers to, found through the function's globals."""
+    seen = {} if seen is None else seen
+    for name in py_fn.__code__.co_names:
+        val = py_fn.__globals__.get(name)
+        if is_jit_function(val) and name not in seen:
+            seen[name] = None
+            kernel_source(val.fn, seen)
+        elif isinstance(val, (bool, int, float)) and name not in seen:
+            seen[name] = f"{name} = {val!r}\n"
+        elif isinstance(val, triton.language.constexpr) and name not in seen:
+            seen[name] = f"{name} = tl.constexpr({val.value!r})\n"
+    seen[py_fn.__name__] = textwrap.dedent(inspect.getsource(py_fn))
+    return seen

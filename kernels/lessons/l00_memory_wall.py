@@ -1,0 +1,158 @@
+"""Lesson 00: the memory wall. Latency of a dependent load, the two ceilings of the GPU (copy
+bandwidth, fp16 matmul rate), the roofline they draw, and where a GEMM tile lands on it."""
+import functools
+from dataclasses import dataclass
+
+import matplotlib.pyplot as plt
+import torch
+
+from ..lab import bench, measure, plots, smem
+from ..lab.results import record
+from ..lab.widgets import Widget
+from ..ops import gemm, latency
+
+LESSON = "00"
+# NVIDIA datasheets (H100 Tensor Core GPU datasheet; H200 product brief): HBM bandwidth in TB/s
+# and dense fp16 tensor-core TFLOP/s without sparsity. The H200 keeps the H100's compute.
+DATASHEET = {"H100 SXM": {"tbps": 3.35, "tflops": 989}, "H200": {"tbps": 4.8, "tflops": 989}}
+
+COPY_SHAPE = (16384, 16384)   # 512 MiB per fp16 tensor: many times the 50-60 MB of L2
+GEMM_SHAPE = (8192, 8192, 8192)
+SWEEP_SHAPE = (4096, 4096, 4096)  # the widget's GEMM: big enough to fill the SMs, quick to time
+FOOTPRINTS = {"HBM": 1 << 30, "L2": 4 << 20}
+CHASE_STEPS = 20_000
+
+
+def tile_intensity(BLOCK_M, BLOCK_N, elem_bytes=2):
+    """FLOP per byte of one output tile if every A and B tile it reads came from HBM: per K step it
+    loads (BM + BN) * BK elements and does 2 * BM * BN * BK FLOP; BK cancels."""
+    return 2 * BLOCK_M * BLOCK_N / ((BLOCK_M + BLOCK_N) * elem_bytes)
+
+
+def gemm_intensity(M, N, K, elem_bytes=2):
+    """FLOP per byte when each input is read once and the output written once (the best case)."""
+    return bench.gemm_flops(M, N, K) / ((M * K + K * N + M * N) * elem_bytes)
+
+
+@dataclass
+class Ceilings:
+    """The two ceilings of a GPU: copy bandwidth (bytes read + written) and fp16 matmul rate."""
+    tbps: float
+    tflops: float
+    label: str  # "measured live on ..." or "recorded on ..., date"
+
+    @property
+    def ridge(self):
+        """FLOP per byte above which a kernel can be compute-bound."""
+        return self.tflops / self.tbps
+
+
+# ---- the runs: measured now on a GPU, recorded otherwise (see results()) -------------------------
+
+def measure_ceilings():
+    """torch's copy and cuBLAS's GEMM, interleaved."""
+    x = bench.randn(*COPY_SHAPE)
+    y = torch.empty_like(x)
+    a, b, c = bench.gemm_operands(*GEMM_SHAPE)
+    ms = bench.interleaved_ms({"copy": lambda: y.copy_(x), "gemm": lambda: torch.matmul(a, b, out=c)})
+    assert torch.equal(y, x), "torch copy produced a wrong result"
+    return [record("torch_copy", ms["copy"], shape=COPY_SHAPE, nbytes=bench.copy_bytes(x)),
+            record("cublas_gemm", ms["gemm"], shape=GEMM_SHAPE, flops=bench.gemm_flops(*GEMM_SHAPE))]
+
+
+def measure_zeros():
+    """The same cuBLAS GEMM on random inputs and on zeros, interleaved."""
+    a, b, c = bench.gemm_operands(*GEMM_SHAPE)
+    inputs = {"random": (a, b), "zeros": (torch.zeros_like(a), torch.zeros_like(b))}
+    ms = bench.interleaved_ms({k: (lambda x=x, y=y: torch.matmul(x, y, out=c)) for k, (x, y) in inputs.items()})
+    return [record("cublas_gemm", ms[k], shape=GEMM_SHAPE, flops=bench.gemm_flops(*GEMM_SHAPE),
+                           config={"inputs": k}, baseline="cublas_gemm" if k == "zeros" else None) for k in inputs]
+
+
+def measure_latency():
+    """ns per dependent load over random cycles of an HBM-sized and an L2-sized footprint."""
+    clock = bench.max_sm_clock_mhz()
+    return [record("pointer_chase", latency.ns_per_hop(footprint, CHASE_STEPS) * CHASE_STEPS / 1e6,
+                           shape=[footprint // 4], dtype="int32", config={"steps": CHASE_STEPS, "max_sm_mhz": clock})
+            for footprint in FOOTPRINTS.values()]
+
+
+def results(run):
+    """A run of this lesson (see RUNS): measured now on a GPU, recorded otherwise, with its label."""
+    return measure.run(LESSON, run, RUNS[run])
+
+
+@functools.lru_cache(maxsize=None)
+def ceilings():
+    """This GPU's ceilings, measured once per session; in CPU mode the recorded ones, labelled."""
+    run = results("ceilings")
+    return Ceilings(run.find("torch_copy")["gbps"] / 1000, run.find("cublas_gemm")["tflops"], run.label)
+
+
+def latencies():
+    """ns per dependent load by footprint ("HBM", "L2"), the max SM clock (MHz) to turn them into
+    cycles, and where the figures come from."""
+    run = results("latency")
+    by_shape = {r["shape"][0] * 4: r for r in run}
+    ns = {level: by_shape[f]["ms"] * 1e6 / by_shape[f]["config"]["steps"] for level, f in FOOTPRINTS.items()}
+    return ns, next(iter(by_shape.values()))["config"]["max_sm_mhz"], run.label
+
+
+def zeros_vs_random():
+    """ms of the same cuBLAS GEMM on random inputs and on zeros, and where the figures come from."""
+    run = results("zeros")
+    return run.find(inputs="random")["ms"], run.find(inputs="zeros")["ms"], run.label
+
+
+STAGE_TILES = ((64, 64, 32), (128, 128, 64), (128, 256, 64))
+
+
+def stage_sweep(tiles=STAGE_TILES, stages=(1, 2, 3, 4)):
+    """TFLOP/s of the pointer GEMM for some tiles over stage counts, cuBLAS's, and the label:
+    the widget's sweep, at these settings only when measured now."""
+    settings = [dict(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, stages=s) for m, n, k in tiles for s in stages]
+    run = measure.run(LESSON, "sweep", lambda: tile_on_roofline.sweep(settings))
+    rates = {tuple(r["config"].values()): r["tflops"] for r in run.select("gemm_pointer")}
+    out = {f"{m}x{n}x{k}": [rates.get((m, n, k, s), float("nan")) for s in stages] for m, n, k in tiles}
+    return out, run.find("cublas_gemm")["tflops"], run.label
+
+
+# ---- the widget ----------------------------------------------------------------------------------
+
+class TileOnRoofline(Widget):
+    """A GEMM tile's shared-memory budget, its place on the roofline, and its speed."""
+    lesson = LESSON
+    sliders = dict(BLOCK_M=[64, 128], BLOCK_N=[64, 128, 256], BLOCK_K=[32, 64], stages=[1, 2, 3, 4])
+    defaults = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3)
+
+    def compile(self, cfg):
+        return gemm.compile_sm90(gemm.matmul_kernel, **cfg, shape=SWEEP_SHAPE)
+
+    def budget(self, cfg, compiled):
+        return smem.Budget(cfg["stages"], smem.gemm_stage_bytes(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]),
+                           compiled=compiled.shared)
+
+    def evidence(self, cfg, compiled):
+        ceil, intensity = ceilings(), tile_intensity(cfg["BLOCK_M"], cfg["BLOCK_N"])
+        return [f"tile {cfg['BLOCK_M']}x{cfg['BLOCK_N']}: {intensity:.0f} FLOP/B if every tile load came from HBM "
+                f"(ridge {ceil.ridge:.0f}); roof there: {min(ceil.tflops, intensity * ceil.tbps):.0f} TFLOP/s"]
+
+    def query(self, cfg):
+        return measure.Query(LESSON, "sweep", "gemm_pointer", cfg, SWEEP_SHAPE,
+                             lambda a, b, c: gemm.matmul(a, b, **cfg, out=c))
+
+    def show(self, cfg, fig):
+        ceil = ceilings()
+        M, N, K = SWEEP_SHAPE
+        print(f"{M}x{N}x{K} fp16 GEMM: {fig.rate:.0f} TFLOP/s ({fig.label}), {fig.rate / ceil.tflops:.0%} of the "
+              f"matmul ceiling")
+        label = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']}, {cfg['stages']} stages ({fig.label})"
+        ax = plots.roofline(ceil, [(label, tile_intensity(cfg["BLOCK_M"], cfg["BLOCK_N"]), fig.rate)])
+        ax.figure.tight_layout()
+        plt.show()
+
+
+tile_on_roofline = TileOnRoofline()
+
+RUNS = {"ceilings": measure_ceilings, "zeros": measure_zeros, "latency": measure_latency,
+        "sweep": tile_on_roofline.sweep}

@@ -1,0 +1,157 @@
+"""Lesson 03: TMA tensor descriptors. Copies, a transpose and a GEMM through tensor maps, against
+torch, cuBLAS and the pointer kernels of lessons 01-02; the seed article's GEMM as a case study;
+and where TMA does not pay."""
+import torch
+from triton.runtime.errors import OutOfResources
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+from ..lab import aot, bench, measure, smem
+from ..lab.errors import SharedMemoryError
+from ..lab.mode import DEVICE
+from ..lab.widgets import Widget
+from ..ops import copy, gemm, seed_gemm, transpose
+
+LESSON = "03"
+COPY_SHAPE = (16384, 16384)
+GEMM_SHAPE = (8192, 8192, 8192)
+SMALL_SHAPE = (256, 256)
+GEMM_TILE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64)
+STAGES = [1, 2, 3, 4]
+TILES = [(128, 128, 64), (128, 256, 64), (256, 128, 64), (128, 128, 128), (64, 128, 64)]  # BLOCK_M, N, K
+TILE_STAGES = [2, 3, 4]  # one stage loses to two at 128x256x64 (section 5): the sweep starts at two
+SEED_CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, num_warps=4)
+
+
+def copy_variants(x, y):
+    """[(name, config, launch)]: every copy of the lesson, each copying all of x into y."""
+    v = [("torch_copy", {}, lambda: y.copy_(x)),
+         ("copy_tile", {}, lambda: copy.copy_tile(x, out=y)),
+         ("copy_tma", {}, lambda: copy.copy_tma(x, out=y)),
+         ("copy_loop", {"stages": 4}, lambda: copy.copy_loop(x, out=y, stages=4))]
+    v += [("copy_tma_loop", {"stages": s, "descriptor": "device"},
+           (lambda s=s: copy.copy_tma_loop(x, out=y, stages=s))) for s in STAGES]
+    v.append(("copy_tma_loop", {"stages": 4, "descriptor": "host"},
+              lambda: copy.copy_tma_loop(x, out=y, stages=4, descriptor="host")))
+    return v
+
+
+def measure_copies(shape=COPY_SHAPE):
+    x = bench.randn(*shape)
+    y = torch.empty_like(x)
+    return measure.timed(copy_variants(x, y), y, x, shape=shape, nbytes=bench.copy_bytes(x))
+
+
+def measure_transpose():
+    x = bench.randn(*COPY_SHAPE)
+    y = x.new_empty(x.shape[::-1])
+    variants = [("torch_transpose", {}, lambda: y.copy_(x.t())),
+                ("transpose_tile", {}, lambda: transpose.transpose_tile(x, out=y)),
+                ("transpose_tma", {}, lambda: transpose.transpose_tma(x, out=y))]
+    return measure.timed(variants, y, x.t(), shape=COPY_SHAPE, nbytes=bench.copy_bytes(x))
+
+
+def measure_stages(tile=GEMM_TILE):
+    """cuBLAS, the pointer GEMM and the TMA GEMM at each stage count, one tile, interleaved."""
+    a, b, c = bench.gemm_operands(*GEMM_SHAPE)
+    variants = [("cublas_gemm", {}, lambda: torch.matmul(a, b, out=c))]
+    for s in STAGES:
+        variants.append(("gemm_pointer", {**tile, "stages": s}, lambda s=s: gemm.matmul(a, b, stages=s, out=c, **tile)))
+        variants.append(("gemm_tma", {**tile, "stages": s}, lambda s=s: gemm.matmul_tma(a, b, stages=s, out=c, **tile)))
+    return measure.timed(variants, c, torch.matmul(a, b), 1e-2, shape=GEMM_SHAPE, flops=bench.gemm_flops(*GEMM_SHAPE))
+
+
+def measure_tiles():
+    """Pointer and TMA GEMM at each tile of TILES and each stage count of TILE_STAGES, with cuBLAS timed in
+    every tile's round: a tie at one tile says nothing about the others."""
+    a, b, c = bench.gemm_operands(*GEMM_SHAPE)
+    ref, records = torch.matmul(a, b), []
+    for tile in TILES:
+        cfg, name = dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), tile)), "x".join(map(str, tile))
+        variants = [("cublas_gemm", {"round": name}, lambda: torch.matmul(a, b, out=c))]
+        for s in TILE_STAGES:
+            variants.append(("gemm_pointer", {**cfg, "stages": s},
+                             lambda s=s, cfg=cfg: gemm.matmul(a, b, stages=s, out=c, **cfg)))
+            variants.append(("gemm_tma", {**cfg, "stages": s},
+                             lambda s=s, cfg=cfg: gemm.matmul_tma(a, b, stages=s, out=c, **cfg)))
+        fitting = []
+        for v in variants:
+            try:  # a tile whose stages do not fit shared memory fails at its first launch, not while timed
+                v[2]()
+                fitting.append(v)
+            except (SharedMemoryError, OutOfResources):
+                print(f"left out: {v[0]} {v[1]} (does not fit shared memory)")
+        records += measure.timed(fitting, c, ref, 1e-2, shape=GEMM_SHAPE, flops=bench.gemm_flops(*GEMM_SHAPE))
+    return records
+
+
+def measure_seed():
+    """The seed article's GEMM as written (row-major tile order) against the grouped-order kernel with
+    the same tile, warps and stages."""
+    a, b, c = bench.gemm_operands(*GEMM_SHAPE)
+    grouped = {k: v for k, v in SEED_CONFIG.items() if k != "stages"}
+    variants = [("cublas_gemm", {}, lambda: torch.matmul(a, b, out=c)),
+                ("seed_gemm", SEED_CONFIG, lambda: c.copy_(seed_gemm.seed_gemm(a, b))),
+                ("seed_gemm_grouped", SEED_CONFIG,
+                 lambda: gemm.matmul_tma(a, b, stages=SEED_CONFIG["stages"], out=c, **grouped))]
+    return measure.timed(variants, c, torch.matmul(a, b), 1e-2, shape=GEMM_SHAPE, flops=bench.gemm_flops(*GEMM_SHAPE))
+
+
+def results(run):
+    """A run of this lesson (see RUNS): measured now on a GPU, recorded otherwise, with its label."""
+    return measure.run(LESSON, run, RUNS[run])
+
+
+def best_per_tile(records):
+    """[(tile, best pointer record, best TMA record, pointer ms / TMA ms)] in TILES order, best = fewest ms
+    over the stage counts; tiles lacking either kernel are left out."""
+    rows = []
+    for tile in TILES:
+        cfg = dict(zip(("BLOCK_M", "BLOCK_N", "BLOCK_K"), tile))
+        best = {kind: min((r for r in records if r["name"] == kind
+                           and all(r["config"].get(k) == v for k, v in cfg.items())), key=lambda r: r["ms"], default=None)
+                for kind in ("gemm_pointer", "gemm_tma")}
+        p, t = best["gemm_pointer"], best["gemm_tma"]
+        if p and t:
+            rows.append((tile, p, t, p["ms"] / t["ms"]))
+    return rows
+
+
+class TmaCopy(Widget):
+    """A persistent TMA copy - its box, its code, its shared memory, its bandwidth."""
+    lesson = LESSON
+    sliders = dict(BLOCK_M=[32, 64, 128, 256], BLOCK_N=[64, 128, 256], stages=STAGES, descriptor=["device", "host"])
+    defaults = dict(BLOCK_M=64, BLOCK_N=128, stages=4, descriptor="device")
+    title, base_label = "16384^2 fp16 copy", "torch copy"
+
+    def compile(self, cfg):
+        x = torch.empty(4, dtype=torch.float16, device=DEVICE)
+        M, N = COPY_SHAPE
+        meta = dict(BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], stages=cfg["stages"], num_warps=4)
+        if cfg["descriptor"] == "host":
+            xd = TensorDescriptor(x, [M, N], [N, 1], [cfg["BLOCK_M"], cfg["BLOCK_N"]])
+            return aot.compile_sm90(copy.copy_tma_host_loop_kernel, xd, xd, M, N, **meta)
+        return aot.compile_sm90(copy.copy_tma_loop_kernel, x, x, M, N, N, N, **meta)
+
+    def budget(self, cfg, compiled):
+        return smem.Budget(cfg["stages"], cfg["BLOCK_M"] * cfg["BLOCK_N"] * 2, compiled=compiled.shared)
+
+    def evidence(self, cfg, compiled):
+        n = compiled.counts()
+        box = cfg["BLOCK_M"] * cfg["BLOCK_N"] * 2
+        return [f"box {cfg['BLOCK_M']}x{cfg['BLOCK_N']} fp16 = {box // 1024} KiB per TMA load; "
+                f"{cfg['descriptor']}-side tensor map",
+                f"sm_90 code: {n['cp.async.bulk.tensor load']} TMA load(s) and {n['cp.async.bulk.tensor store']} "
+                f"TMA store(s) in the code, {n['mbarrier']} mbarrier operations, {n['ld.global']} ld.global"]
+
+    def query(self, cfg):
+        return measure.Query(LESSON, "sweep", "copy_tma_loop", cfg, COPY_SHAPE,
+                             lambda x, y: copy.copy_tma_loop(x, out=y, **cfg), against="torch_copy")
+
+    def label(self, cfg):
+        return f"TMA {cfg['BLOCK_M']}x{cfg['BLOCK_N']}, {cfg['stages']} stages, {cfg['descriptor']}"
+
+
+tma_copy = TmaCopy()
+
+RUNS = {"copies": measure_copies, "small": lambda: measure_copies(SMALL_SHAPE), "transpose": measure_transpose,
+        "stages": measure_stages, "tiles": measure_tiles, "seed": measure_seed, "sweep": tma_copy.sweep}

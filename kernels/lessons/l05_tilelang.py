@@ -1,0 +1,171 @@
+"""Lesson 05: the TileLang equivalent. The copy and the GEMM of lessons 01-04 written in TileLang,
+the CUDA it emits read line by line, and one run that times TileLang, the course's Triton kernels,
+cuBLAS and torch on the same shapes."""
+import difflib
+import re
+import time
+
+import matplotlib.pyplot as plt
+import torch
+
+from ..lab import bench, measure, smem
+from ..lab.widgets import Widget
+from ..ops import copy, gemm, tilelang_kernels as tk
+
+LESSON = "05"
+GEMM_SHAPE = (8192, 8192, 8192)
+COPY_SHAPE = (16384, 16384)
+TILE = dict(block_M=128, block_N=256, block_K=64)
+STAGES = [1, 2, 3, 4]
+NEEDS = "hopper"  # TileLang's code here is sm_90a: it runs on a Hopper GPU only
+
+# what to look for in the emitted CUDA, and what each one is
+MARKERS = {"tma_load": "TMA load (cp.async.bulk.tensor, global -> shared)",
+           "tma_store": "TMA store (shared -> global)",
+           "prefetch_tma_descriptor": "tensor map prefetched into the descriptor cache",
+           ".wait(": "wait on an mbarrier phase",
+           "expect_transaction": "barrier told how many bytes to expect",
+           "cp_async_gs": "cp.async, 16 bytes per thread (lesson 02)",
+           "cp_async_wait": "wait until at most N cp.async groups are in flight",
+           "wgmma_ss": "wgmma, both operands from shared memory",
+           "warpgroup_reg_dealloc": "producer warpgroup gives registers back (setmaxnreg)",
+           "*(uint4*)": "plain 16-byte vector access"}
+
+
+def counts(src):
+    """{marker: occurrences} in emitted CUDA source (static counts, like isa.count_ptx for PTX)."""
+    return {m: src.count(m) for m in MARKERS}
+
+
+def shared_layout(src):
+    """Lines that place buffers in dynamic shared memory: where each ring starts."""
+    return [line.strip() for line in src.splitlines() if "buf_dyn_shmem" in line and "void*" in line]
+
+
+def diff(a, b, names=("a", "b")):
+    """Unified diff of two sources, only the lines that differ and two of context."""
+    return "\n".join(difflib.unified_diff(a.splitlines(), b.splitlines(), *names, n=1, lineterm=""))
+
+
+def timed_compile(kind, **cfg):
+    """Compile (or fetch from this session's cache) with a line of progress: TileLang compiles take seconds."""
+    if tk.is_compiled(kind, **cfg):
+        print(f"{kind} {cfg}: compiled earlier in this session")
+        return tk.compile(kind, **cfg)
+    print(f"{kind} {cfg}: compiling for sm_90a ...", end=" ", flush=True)
+    t = time.time()
+    k = tk.compile(kind, **cfg)
+    print(f"{time.time() - t:.1f} s")
+    return k
+
+
+# ---- the run: TileLang against Triton, cuBLAS and torch ------------------------------------------
+
+def gemm_variants(a, b, c):
+    """[(name, config, launch)]: cuBLAS first, TileLang at each stage count and three ablations, the
+    course's Triton GEMMs of lessons 02-04 at their tiles."""
+    v = [("cublas_gemm", {}, lambda: torch.matmul(a, b, out=c))]
+    tilelang = [{"stages": s} for s in STAGES] + [{"stages": 3, "tma": False}] + \
+        [{"stages": 3, "panel": p} for p in (0, 8)]  # block order: row by row, and narrower panels than 16
+    v += [("tilelang_gemm", {**TILE, **cfg}, lambda cfg=cfg: tk.gemm(a, b, out=c, **TILE, **cfg)) for cfg in tilelang]
+    t = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64)
+    v += [("triton_gemm_pointer", {**t, "stages": 4}, lambda: gemm.matmul(a, b, stages=4, out=c, **t)),
+          ("triton_gemm_tma", {**t, "stages": 3}, lambda: gemm.matmul_tma(a, b, stages=3, out=c, **t)),
+          ("triton_gemm_tma_persistent", {**t, "stages": 3},
+           lambda: gemm.matmul_tma_persistent(a, b, stages=3, out=c, **t))]
+    return v
+
+
+def measure_gemm():
+    a, b, c = bench.gemm_operands(*GEMM_SHAPE)
+    variants = gemm_variants(a, b, c)
+    M, N, K = GEMM_SHAPE
+    for name, cfg, _ in variants:
+        if name.startswith("tilelang"):  # compile before the timed rounds, with progress
+            timed_compile("gemm", M=M, N=N, K=K, **cfg)
+    return measure.timed(variants, c, torch.matmul(a, b), 1e-2, shape=GEMM_SHAPE, flops=bench.gemm_flops(*GEMM_SHAPE))
+
+
+def measure_copy():
+    x = bench.randn(*COPY_SHAPE)
+    y = torch.empty_like(x)
+    timed_compile("copy", M=COPY_SHAPE[0], N=COPY_SHAPE[1])
+    variants = [("torch_copy", {}, lambda: y.copy_(x)), ("tilelang_copy", {}, lambda: tk.copy(x, out=y)),
+                ("triton_copy_tile", {}, lambda: copy.copy_tile(x, out=y)),
+                ("triton_copy_tma_loop", {}, lambda: copy.copy_tma_loop(x, out=y, stages=4))]
+    return measure.timed(variants, y, x, shape=COPY_SHAPE, nbytes=bench.copy_bytes(x))
+
+
+def results(run):
+    """A run of this lesson (see RUNS): measured now on a Hopper GPU, recorded otherwise, with its label."""
+    return measure.run(LESSON, run, RUNS[run], needs=NEEDS)
+
+
+def table(records, unit):
+    """Rows (name, config, rate, ratio to the baseline) sorted fastest first; the baseline included."""
+    base = next(r for r in records if "baseline" not in r)
+    rows = [(r["name"], r["config"], r[unit], r[unit] / base[unit]) for r in records]
+    return sorted(rows, key=lambda row: -row[2])
+
+
+def print_table(records, unit):
+    label = {"tflops": "TFLOP/s", "gbps": "GB/s"}[unit]
+    for name, cfg, rate, ratio in table(records, unit):
+        extra = ", ".join(f"{k}={v}" for k, v in cfg.items() if k not in ("block_M", "block_N", "block_K",
+                                                                          "BLOCK_M", "BLOCK_N", "BLOCK_K"))
+        print(f"{name:30s} {extra:22s} {rate:7.0f} {label}  {ratio:5.2f}x")
+
+
+def plot_table(records, unit, title):
+    rows = table(records, unit)[::-1]
+    names = [f"{n} {c.get('stages', '')}".strip() + ("" if c.get("tma", True) else " (no TMA)")
+             + (f" panel {c['panel']}" if "panel" in c else "") for n, c, _, _ in rows]
+    colors = ["grey" if n.startswith(("cublas", "torch")) else "C1" if n.startswith("tilelang") else "C0"
+              for n, *_ in rows]
+    _, ax = plt.subplots(figsize=(6.4, 0.28 * len(rows) + 1))
+    ax.barh(names, [r[2] for r in rows], color=colors)
+    ax.set(xlabel={"tflops": "TFLOP/s", "gbps": "GB/s"}[unit], title=title)
+    ax.tick_params(axis="y", labelsize=8)
+    plt.show()
+
+
+# ---- the widget ----------------------------------------------------------------------------------
+
+def tilelang_config(cfg):
+    """Slider values -> the TileLang GEMM's keyword arguments."""
+    return dict(block_M=cfg["BLOCK_M"], block_N=cfg["BLOCK_N"], block_K=64, stages=cfg["stages"])
+
+
+class TileLangGemm(Widget):
+    """Compile the TileLang GEMM for this tile and stage count, show what the CUDA holds, and time it
+    against cuBLAS (Hopper GPU) or show the recorded sweep (elsewhere)."""
+    lesson = LESSON
+    sliders = dict(BLOCK_M=[64, 128], BLOCK_N=[128, 256], stages=STAGES)
+    defaults = dict(BLOCK_M=128, BLOCK_N=256, stages=3)
+    title, base_label = "8192^3 fp16", "cuBLAS"
+
+    def budget(self, cfg, compiled):  # TileLang reports no shared-memory figure here: the model alone
+        return smem.Budget(cfg["stages"], smem.gemm_stage_bytes(cfg["BLOCK_M"], cfg["BLOCK_N"], 64))
+
+    def evidence(self, cfg, compiled):
+        M, N, K = GEMM_SHAPE
+        src = timed_compile("gemm", M=M, N=N, K=K, **tilelang_config(cfg)).get_kernel_source()
+        n = counts(src)
+        threads = re.search(r"__launch_bounds__\((\d+)", src).group(1)
+        return [f"CUDA: {n['tma_load']} tma_load, {n['.wait(']} barrier waits, {n['wgmma_ss']} wgmma call sites, "
+                f"{threads} threads per block (256 asked + a producer warpgroup)",
+                "buffers in dynamic shared memory (C_s reuses the ring once the K loop is done):",
+                *("  " + line for line in shared_layout(src))]
+
+    def query(self, cfg):
+        kw = tilelang_config(cfg)
+        return measure.Query(LESSON, "sweep", "tilelang_gemm", cfg, GEMM_SHAPE,
+                             lambda a, b, c: tk.gemm(a, b, out=c, **kw), needs=NEEDS)
+
+    def label(self, cfg):
+        return f"TileLang {cfg['BLOCK_M']}x{cfg['BLOCK_N']}x64, {cfg['stages']} stages"
+
+
+tilelang_gemm = TileLangGemm()
+
+RUNS = {"gemm": measure_gemm, "copy": measure_copy, "sweep": tilelang_gemm.sweep}
