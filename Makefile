@@ -7,8 +7,12 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
-NOTEBOOKS = notebooks solutions  # exercises/ run in tests/test_notebooks.py, which asserts what they print
-PYTEST_ARGS = tests $(NOTEBOOKS) --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -q
+# exercises/ run in tests/test_notebooks.py, which asserts what they print
+NOTEBOOKS = notebooks solutions
+# pytest-xdist workers; a notebook's cells stay together in one worker (--dist loadfile)
+JOBS   ?= 2
+PYTEST_ARGS = tests $(NOTEBOOKS) --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -q \
+	-n $(JOBS) --dist loadfile
 
 .PHONY: lab test test-here bench-here exercises clean
 

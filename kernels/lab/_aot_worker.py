@@ -40,7 +40,7 @@ def load_kernel(req):
 def main():
     out = sys.stdout
     sys.stdout = sys.stderr  # anything Triton prints must not corrupt the reply stream
-    from kernels.lab.aot import compile_here
+    from kernels.lab.aot import compile_here, short_error
     for line in sys.stdin:
         req = json.loads(line)
         try:
@@ -49,8 +49,7 @@ def main():
                      "shared": ck.metadata.shared, "num_warps": ck.metadata.num_warps,
                      "num_stages": ck.metadata.num_stages}
         except Exception as e:  # reported to the caller, who raises it with the kernel's name
-            msg = f"{type(e).__name__}: {e}".strip().splitlines()
-            reply = {"error": "\n".join(msg[-12:]), "trace": traceback.format_exc()[-2000:]}
+            reply = {"error": short_error(e), "trace": traceback.format_exc()[-2000:]}
         out.write(json.dumps(reply) + "\n")
         out.flush()
 

@@ -72,11 +72,16 @@ def compile_sm90(kernel, *args, **meta) -> Compiled:
     """Compile ``kernel`` for sm_90 with these launch arguments (tensors, ints, constexprs,
     num_warps, num_stages) and return its code. Nothing is launched."""
     name = kernel.fn.__name__
-    if MODE == "hopper":
-        ck = kernel.warmup(*args, grid=(1,), **meta)
-        return _from_kernel(ck, name, f"the kernel this launch runs on {torch.cuda.get_device_name()}")
     if not INTERPRET:
-        return _from_kernel(compile_here(kernel, args, meta), name, "compiled ahead of time for sm_90")
+        try:  # Triton's own error, however deep, becomes the one CompileError every mode raises
+            if MODE == "hopper":
+                return _from_kernel(kernel.warmup(*args, grid=(1,), **meta), name,
+                                    f"the kernel this launch runs on {torch.cuda.get_device_name()}")
+            return _from_kernel(compile_here(kernel, args, meta), name, "compiled ahead of time for sm_90")
+        except triton_internals.TritonVersionError:
+            raise
+        except Exception as e:
+            raise CompileError(f"compiling {name} for sm_90 failed: {short_error(e)}") from None
     reply = _worker().compile(_request(kernel, args, meta))
     return Compiled(name=name, ptx=reply["ptx"], cubin=base64.b64decode(reply["cubin"]),
                     shared=reply["shared"], num_warps=reply["num_warps"],
@@ -148,6 +153,11 @@ class _Worker:
 
 class CompileError(RuntimeError):
     """Triton rejected the kernel or configuration; the message is Triton's own, shortened."""
+
+
+def short_error(e, lines=12):
+    """Triton's message without the deep trace: its type and its last lines (where the reason is)."""
+    return "\n".join(f"{type(e).__name__}: {e}".strip().splitlines()[-lines:])
 
 
 _WORKER = None

@@ -21,8 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def exporter():
     from nbconvert.exporters import NotebookExporter
     from nbgrader.preprocessors import ClearHiddenTests, ClearOutput, ClearSolutions
-    from traitlets.config import Config
-    ex = NotebookExporter(config=Config({"NotebookExporter": {"exclude_raw": False}}))
+    ex = NotebookExporter()
     for pre in (ClearSolutions(), ClearHiddenTests(), ClearOutput()):
         ex.register_preprocessor(pre, enabled=True)
     return ex
@@ -31,7 +30,8 @@ def exporter():
 def exercise_from(solution: nbformat.NotebookNode, ex=None) -> nbformat.NotebookNode:
     nb, _ = (ex or exporter()).from_notebook_node(solution)
     nb = nbformat.reads(nb, as_version=4)
-    nb.metadata.pop("widgets", None)
+    nb.metadata.pop("widgets", None)  # the learner's own run makes these: none from the solution's machine
+    nb.metadata["language_info"] = {"name": "python"}
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
     return nb
