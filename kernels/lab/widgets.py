@@ -8,9 +8,13 @@ sliders. A setting that cannot run (shared memory, a TMA rule, a compile error) 
 reason naming the limit instead of a traceback. The same object records its sweep on a GPU
 (``sweep``), so the recorded figures the CPU shows are exactly the widget's settings, and the
 tests drive it through all of them (``REGISTRY``)."""
+import contextlib
+import io
 import itertools
 import json
 from dataclasses import dataclass
+
+from triton.runtime.errors import OutOfResources
 
 from . import bench, measure, plots, results
 from .aot import CompileError
@@ -99,8 +103,6 @@ class Widget:
 
     def fits(self, cfg):
         """Whether a setting compiles and fits (what the widget checks before measuring)."""
-        import contextlib
-        import io
         try:
             with contextlib.redirect_stdout(io.StringIO()):
                 self.check(cfg)
@@ -134,17 +136,11 @@ class Widget:
 _WORK = {"gbps": "nbytes", "tflops": "flops"}
 
 
-def _refusals():
-    from triton.runtime.errors import OutOfResources
-    return CourseError, CompileError, OutOfResources
-
-
-REFUSALS = _refusals()
+REFUSALS = (CourseError, CompileError, OutOfResources)  # what a setting that cannot run raises
 
 
 def refusal(e):
     """The one-line reason a setting cannot run; Triton's own resource error names its limit."""
-    from triton.runtime.errors import OutOfResources
     if isinstance(e, OutOfResources):
         return f"does not fit this GPU ({e})"
     return str(e)
