@@ -11,4 +11,26 @@
 
 Importing the package picks the run mode (see ``kernels.lab.mode``) before any kernel exists, so
 ``import kernels`` comes before ``import triton`` in every notebook."""
-from .lab.mode import DEVICE, HAS_TMA, INTERPRET, LIVE, MODE, banner, device_name, sm_count  # noqa: F401
+from .lab.mode import DEVICE, HAS_TMA, INTERPRET, LIVE, MODE, device_name, sm_count  # noqa: F401  (first)
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+from .lab import alloc  # noqa: E402
+
+_MODE_TEXT = {
+    "hopper": "Hopper GPU: every kernel, measurement and widget runs live",
+    "gpu": "CUDA GPU without TMA: kernels run live; TMA evidence is sm_90 code compiled ahead of time",
+    "cpu": "no GPU: kernels run in the Triton interpreter at small sizes; PTX/SASS compiled for sm_90 "
+           "ahead of time; timings are recorded ones, labelled",
+}
+
+
+def banner():
+    """One line: mode, device, versions. Every notebook starts with it (and sets the allocator that
+    device-side descriptors need in the notebook's thread)."""
+    alloc.install()
+    cap = torch.cuda.get_device_capability() if MODE != "cpu" else None
+    sm = f" (sm_{cap[0]}{cap[1]})" if cap else ""
+    print(f"[{MODE}] {device_name()}{sm} | torch {torch.__version__} | triton {triton.__version__} | "
+          f"{_MODE_TEXT[MODE]}")

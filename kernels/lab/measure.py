@@ -1,6 +1,6 @@
 """One source for every figure a lesson shows.
 
-A lesson says what it wants - a run of kernels timed together (``results``), or one kernel against
+A lesson says what it wants - a run of kernels timed together (``run``), or one kernel against
 its baseline at one configuration (``versus``) - and gets the figures with a label saying where
 they come from: measured now, where this machine can run the kernels, or read from the recorded
 results of ``results.REFERENCE_DEVICE`` (device and date) where it cannot. No lesson asks which."""

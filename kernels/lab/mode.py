@@ -39,14 +39,6 @@ HAS_TMA = MODE == "hopper" or (MODE == "gpu" and torch.cuda.get_device_capabilit
 DEVICE = "cuda" if MODE != "cpu" else "cpu"
 LIVE = MODE != "cpu"  # measurements are taken now (any CUDA GPU) or read from results/ (no GPU)
 
-_MODE_TEXT = {
-    "hopper": "Hopper GPU: every kernel, measurement and widget runs live",
-    "gpu": "CUDA GPU without TMA: kernels run live; TMA evidence is sm_90 code compiled ahead of time",
-    "cpu": "no GPU: kernels run in the Triton interpreter at small sizes; PTX/SASS compiled for sm_90 "
-           "ahead of time; timings are recorded ones, labelled",
-}
-
-
 def sm_count(t):
     """Streaming multiprocessors of the GPU that holds ``t``: the grid of a persistent kernel
     (4 programs stand in for them in the interpreter)."""
@@ -55,13 +47,3 @@ def sm_count(t):
 
 def device_name():
     return torch.cuda.get_device_name() if MODE != "cpu" else "CPU (no CUDA device)"
-
-
-def banner():
-    """One line: mode, device, versions. Every notebook starts with it."""
-    from . import alloc
-    alloc.install()
-    cap = torch.cuda.get_device_capability() if MODE != "cpu" else None
-    sm = f" (sm_{cap[0]}{cap[1]})" if cap else ""
-    print(f"[{MODE}] {device_name()}{sm} | torch {torch.__version__} | triton {triton.__version__} | "
-          f"{_MODE_TEXT[MODE]}")
