@@ -10,14 +10,23 @@ class NotAttempted(Exception):
     """The exercise still has its stub (it raised NotImplementedError or wrote nothing)."""
 
 
+# what a checker fills an output with before the learner's kernel runs: a finite value no correct kernel
+# writes (exact in fp16, bf16 and fp32), so "never written" and "written as NaN" are told apart
+POISON = -6144.0
+INT_POISON = -(2 ** 30)
+
+
 def poison_like(t):
-    """An output filled with a value no correct kernel writes (NaN for floats), so an element a
-    kernel never wrote is caught."""
-    return torch.full_like(t, float("nan") if t.dtype.is_floating_point else -(2 ** 30))
+    """A tensor like ``t`` filled with the poison, so an element a kernel never wrote is caught."""
+    return torch.full_like(t, POISON if t.dtype.is_floating_point else INT_POISON)
+
+
+def poisoned(*shape, dtype=torch.float16, device=DEVICE):
+    return torch.full(shape, POISON if dtype.is_floating_point else INT_POISON, dtype=dtype, device=device)
 
 
 def unwritten(out):
-    return torch.isnan(out) if out.dtype.is_floating_point else out == -(2 ** 30)
+    return out == (POISON if out.dtype.is_floating_point else INT_POISON)
 
 
 def rel_err(out, ref):
@@ -28,19 +37,43 @@ def rel_err(out, ref):
     return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
 
 
+def where(mask):
+    """Where the True elements of a 1D or 2D mask lie, in words: the index range they span and how
+    many of the rows (and columns) they touch."""
+    if mask.dim() == 1:
+        idx = mask.nonzero().flatten()
+        return f"indices {idx.min().item()}-{idx.max().item()} of {mask.numel()}"
+    rows, cols = mask.any(1).nonzero().flatten(), mask.any(0).nonzero().flatten()
+    return (f"rows {rows.min().item()}-{rows.max().item()} ({len(rows)} of {mask.shape[0]}), "
+            f"columns {cols.min().item()}-{cols.max().item()} ({len(cols)} of {mask.shape[1]})")
+
+
 def compare(name, out, ref, tol):
-    """Assert ``out`` matches ``ref`` (after poisoning): every element written, error under tol."""
-    missing = unwritten(out)
-    if missing.all():
+    """Assert ``out`` (poisoned before the kernel ran) matches ``ref``: every element written, none NaN,
+    relative error under ``tol``. A failure says which kind of wrong and where: never written (the grid
+    or a store mask misses them), NaN (a load read past an edge: a missing mask or ``other``), or values
+    off (indexing, strides, the loop)."""
+    never, nan = unwritten(out), torch.isnan(out) if out.dtype.is_floating_point else torch.zeros_like(out, dtype=bool)
+    if never.all():
         raise NotAttempted(f"{name}: the output was never written")
-    if missing.any():
-        idx = missing.nonzero()[0].tolist()
-        raise AssertionError(f"{name}: {int(missing.sum())} of {out.numel()} elements never written "
-                             f"(first at index {idx}); check the mask and the grid cover the edges")
-    err = rel_err(out, ref)
-    if not err <= tol:
-        raise AssertionError(f"{name}: relative error {err:.2e} exceeds {tol:.0e}")
-    return err
+    problems = []
+    if never.any():
+        problems.append(f"{int(never.sum())} of {out.numel()} elements never written ({where(never)}): the grid or "
+                        "a store mask misses them")
+    if nan.any():
+        problems.append(f"{int(nan.sum())} elements are NaN ({where(nan)}): a load read past an edge; mask it, "
+                        "with other=0.0 where the value feeds a sum")
+    ok = ~never & ~nan
+    err = rel_err(out[ok], ref[ok]) if ok.any() else 0.0
+    if not problems and err <= tol:
+        return err
+    if err > tol:
+        scale = ref.double().pow(2).mean().sqrt().item()
+        off = ok & ((out.double() - ref.double()).abs() > 10 * tol * scale)
+        detail = f" ({int(off.sum())} elements off by more than {10 * tol:.0%} of the typical value: {where(off)})" \
+            if off.any() else " (small errors everywhere: check the precision of the accumulator)"
+        problems.append(f"relative error {err:.2e} exceeds {tol:.0e} in the elements written{detail}")
+    raise AssertionError(f"{name}: " + "; ".join(problems))
 
 
 def require(compiled, family, why, at_least=1):
@@ -58,14 +91,15 @@ def forbid(compiled, family, why):
 
 
 def gemm_values(matmul, shapes, *launch, **kw):
-    """Check ``matmul(a, b, *launch, **kw)`` on fresh random fp16 inputs of each (M, N, K) shape."""
+    """Check ``matmul(a, b, *launch, **kw, out=c)`` on fresh random fp16 inputs of each (M, N, K) shape,
+    ``c`` poisoned so that tiles the kernel never writes are caught."""
     for M, N, K in shapes:
         a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
         b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
-        out = matmul(a, b, *launch, **kw)
-        if out is None:
+        out = poisoned(M, N)
+        if matmul(a, b, *launch, **kw, out=out) is None:
             raise NotImplementedError
-        if not out.abs().max() > 0:
+        if (out == 0).all():
             raise NotAttempted("the product came out all zeros: the loop is still the stub")
         compare(f"{M}x{K} @ {K}x{N}", out, a.float() @ b.float(), 1e-2)
 

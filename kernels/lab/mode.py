@@ -32,8 +32,6 @@ if MODE == "cpu" and not _AOT_WORKER:
                           "first), or start Python with TRITON_INTERPRET=1.")
     os.environ["TRITON_INTERPRET"] = "1"
 
-import triton  # noqa: E402  (after the mode is set)
-
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 HAS_TMA = MODE == "hopper" or (MODE == "gpu" and torch.cuda.get_device_capability()[0] >= 9)
 DEVICE = "cuda" if MODE != "cpu" else "cpu"

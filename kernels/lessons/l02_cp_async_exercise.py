@@ -7,7 +7,8 @@ from ..ops import gemm
 
 
 def check(matmul, kernel):
-    """``matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, stages)`` launches ``kernel`` (args as gemm.matmul_kernel)."""
+    """``matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None)`` launches ``kernel`` (args as gemm.matmul_kernel)
+    into ``out`` (a new tensor when None)."""
     rng = random.Random()
 
     def values():

@@ -7,8 +7,8 @@ from ..ops import gemm
 
 
 def check(matmul, kernel):
-    """``matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, programs)`` launches ``kernel`` (args as
-    gemm.matmul_kernel) on ``programs`` programs, which must walk all the tiles."""
+    """``matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, programs, out=None)`` launches ``kernel`` (args as
+    gemm.matmul_kernel) on ``programs`` programs into ``out``; the programs must walk all the tiles."""
     rng = random.Random()
 
     def values():  # more tiles than programs: only a persistent loop covers them all
