@@ -60,7 +60,7 @@ class Widget:
         raise NotImplementedError
 
     def label(self, cfg):
-        return ", ".join(f"{k}={v}" for k, v in cfg.items())
+        return _fmt(cfg)
 
     def show(self, cfg, fig):
         """Print the figure against its baseline and draw both (a lesson may draw something else)."""
@@ -118,9 +118,10 @@ class Widget:
         records, base, seen = [], None, set()
         for cfg in settings or self.settings():
             q = self.query(cfg)
-            if json.dumps(q.config, sort_keys=True) in seen or not self.fits(cfg):
+            key = json.dumps(q.config, sort_keys=True)
+            if key in seen or not self.fits(cfg):
                 continue  # timed already, or refused by the widget with its reason
-            seen.add(json.dumps(q.config, sort_keys=True))
+            seen.add(key)
             live = q.setup()
             if base is None:
                 base = results.record(q.base, bench.median_ms(live.baseline), shape=q.shape,
