@@ -7,3 +7,13 @@ import kernels  # noqa: E402  (picks the mode before any kernel module is import
 
 gpu_only = pytest.mark.skipif(kernels.MODE == "cpu", reason="needs a CUDA GPU")
 cpu_only = pytest.mark.skipif(kernels.MODE != "cpu", reason="interpreter-mode behaviour")
+
+
+def report(check, *args):
+    """Run an exercise check as the notebook does; return (passed, what it printed)."""
+    import contextlib
+    import io
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        passed = check(*args)
+    return passed, out.getvalue()
