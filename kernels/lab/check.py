@@ -144,3 +144,69 @@ def run(title, checks):
     else:
         print(f"{title}: {passed} of {len(checks)} checks pass")
     return passed == len(checks)
+
+
+def tiles(mask, block_m, block_n, limit=6):
+    """The output tiles (row tile, column tile) of ``block_m x block_n`` that hold a True element of a 2D
+    mask, in words: how many of the grid, which ones (the first ``limit``), and whether whole or in part."""
+    M, N = mask.shape
+    tm, tn = -(-M // block_m), -(-N // block_n)
+    padded = torch.zeros(tm * block_m, tn * block_n, dtype=torch.bool, device=mask.device)
+    padded[:M, :N] = mask
+    per_tile = padded.view(tm, block_m, tn, block_n).sum((1, 3))
+    inside = torch.zeros_like(padded, dtype=torch.int64)
+    inside[:M, :N] = 1
+    size = inside.view(tm, block_m, tn, block_n).sum((1, 3))
+    hit = per_tile.nonzero().tolist()
+    names = ", ".join(f"({r}, {c})" for r, c in hit[:limit]) + (f" and {len(hit) - limit} more" if len(hit) > limit else "")
+    whole = all(per_tile[r, c] == size[r, c] for r, c in hit)
+    return (f"{len(hit)} of the {tm} x {tn} tiles of {block_m} x {block_n} ((row tile, column tile): {names}), "
+            f"{'whole' if whole else 'in part'}")
+
+
+def misplaced(out, ref, block_m, block_n, tol, limit=3):
+    """Output tiles that hold another tile's values: [((row tile, column tile), (its values' row tile, column
+    tile))], at most ``limit``. A wrong tile offset or swapped grid axes put right values in the wrong place."""
+    M, N = out.shape
+    grid = [(r, c) for r in range(-(-M // block_m)) for c in range(-(-N // block_n))]
+    part = lambda t, r, c: t[r * block_m:(r + 1) * block_m, c * block_n:(c + 1) * block_n]
+    found = []
+    for r, c in grid:
+        mine = part(out, r, c)
+        if rel_err(mine, part(ref, r, c)) <= tol:
+            continue
+        for r2, c2 in grid:
+            theirs = part(ref, r2, c2)
+            h, w = min(mine.shape[0], theirs.shape[0]), min(mine.shape[1], theirs.shape[1])
+            if (r2, c2) != (r, c) and rel_err(mine[:h, :w], theirs[:h, :w]) <= tol:
+                found.append(((r, c), (r2, c2)))
+                break
+        if len(found) == limit:
+            break
+    return found
+
+
+def compare_tiles(name, out, ref, tol, block_m, block_n, candidates=()):
+    """``compare`` for a tiled output, and on failure the same diagnosis by tile: which tiles were never
+    written or hold wrong values, which hold another tile's values, and which of ``candidates`` (a list of
+    (what it means, the tensor that wrong answer computes)) the output equals."""
+    try:
+        return compare(name, out, ref, tol)
+    except AssertionError as e:
+        never = unwritten(out)
+        scale = ref.double().pow(2).mean().sqrt().item()
+        off = ~never & ((out.double() - ref.double()).abs() > 10 * tol * scale) | torch.isnan(out)
+        by_tile = []
+        if never.any():
+            by_tile.append(f"never written: {tiles(never, block_m, block_n)}")
+        if off.any():
+            by_tile.append(f"wrong values: {tiles(off, block_m, block_n)}")
+        moved = misplaced(out, ref, block_m, block_n, tol)
+        if moved:
+            by_tile.append(", ".join(f"tile {t} holds the values of tile {o}" for t, o in moved)
+                           + ": the tile coordinates of a load or the store are off")
+        for what, wrong in candidates:
+            if not never.any() and rel_err(out, wrong) <= tol:
+                by_tile.append(f"C equals {what}")
+                break
+        raise AssertionError(f"{e}; by tile, " + "; ".join(by_tile)) from None

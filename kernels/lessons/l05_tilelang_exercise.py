@@ -1,5 +1,9 @@
-"""The check behind exercises/05_tilelang.ipynb: a TileLang GEMM whose CUDA has TMA loads and a ring
-that grows with the stage count; its values on a Hopper GPU."""
+"""The check behind exercises/05_tilelang.ipynb: a TileLang GEMM whose B is stored N x K, as nn.Linear
+keeps its weight: C = A @ B^T. Its values (on a Hopper GPU; without one, through TileLang's own C
+backend on this CPU), its accumulator, and in the sm_90a CUDA TMA loads and a ring that grows with the
+stage count. ``check_stretch`` does the same for the stretch goal, relu(A @ B^T + bias)."""
+import contextlib
+import logging
 import random
 import re
 
@@ -10,55 +14,271 @@ from ..lab.errors import CourseError
 from ..lab.mode import MODE
 from ..ops import tilelang_kernels as tk
 
+TILE = (128, 128, 64)  # block_M, block_N, block_K of every check
+BAND = 4096  # poisoned elements before and after the output, to catch writes outside it
+
+
+def _ragged(lo, hi, block):
+    """A size in [lo, hi), a multiple of 8 (16-byte rows for TMA) and not of ``block``."""
+    while True:
+        n = 8 * random.randint(lo // 8, hi // 8 - 1)
+        if n % block:
+            return n
+
+
+# ---- what the program says, read from its TIR before TileLang lowers it ---------------------------
+
+def _buffer(region):
+    """The buffer of a ``T.region(...)`` argument of a tile operation."""
+    return region.args[0].buffer
+
+
+def reading(func):
+    """The tile operations of a prim_func in program order: ("gemm", A, B, C, transpose_B, clear_accum),
+    ("fill", buffer), ("store", buffer) and ("pipelined", num_stages) for each T.Pipelined loop."""
+    from tvm import tirx
+    ops = []
+
+    def visit(node):
+        if isinstance(node, tirx.For) and "num_stages" in node.annotations:
+            ops.append(("pipelined", int(node.annotations["num_stages"])))
+        elif isinstance(node, tirx.Call) and getattr(node.op, "name", "") == "tl.tileop.gemm":
+            a = node.args
+            ops.append(("gemm", _buffer(a[0]), _buffer(a[1]), _buffer(a[2]), bool(a[4]), bool(a[9])))
+        elif isinstance(node, tirx.Call) and getattr(node.op, "name", "") == "tl.tileop.fill":
+            ops.append(("fill", _buffer(node.args[0])))
+        elif isinstance(node, tirx.BufferStore):
+            ops.append(("store", node.buffer))
+        return True
+
+    tirx.stmt_functor.pre_order_visit(func.body, visit)
+    return ops
+
+
+def _gemm(ops):
+    gemms = [op for op in ops if op[0] == "gemm"]
+    if not gemms:
+        raise lab_check.NotAttempted("no T.gemm in the program: the kernel body is still the stub")
+    return gemms[0]
+
+
+def _uncleared(ops):
+    """The accumulator's name if the first T.gemm reads it before anything wrote it."""
+    _, _, _, acc, _, clear = _gemm(ops)
+    for op in ops:
+        if op[0] == "gemm":
+            return None if clear else acc.name
+        if op[0] in ("fill", "store") and op[1].same_as(acc):
+            return None
+
+
+# ---- building and running ----------------------------------------------------------------------
+
+# TileLang's messages for mistakes learners make, and what each means for this program
+HINTS = {"K shape check failed": "T.gemm multiplies A_s (block_M x block_K) by B_s as block_K x block_N unless told "
+                                 "otherwise: B_s holds a block_N x block_K tile of B, so pass transpose_B=True",
+         "N shape check failed": "the B tile is block_N x block_K here (B is N x K): allocate B_s that way and pass "
+                                 "transpose_B=True to T.gemm"}
+
+
+@contextlib.contextmanager
+def _quiet():
+    """TileLang logs a failed build at CRITICAL with the whole generated source: the check says it shorter."""
+    tk.tilelang()
+    loggers = [logging.getLogger(n) for n in list(logging.root.manager.loggerDict) if n.startswith("tilelang")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def build(program, *cfg, plain=False):
+    """``program(*cfg)``, the prim_func, built (not compiled); a mistake TileLang refuses becomes an
+    AssertionError that says what it means here. ``plain``: with plain memory, for TileLang's C backend."""
+    try:
+        with (tk.plain_memory() if plain else contextlib.nullcontext()), _quiet():
+            return program(*cfg)
+    except Exception as e:
+        if lab_check.is_stub(e):
+            raise
+        msg = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        hint = next((h for key, h in HINTS.items() if key in msg), None)
+        raise AssertionError(f"TileLang refuses the program: {msg}" + (f" ({hint})" if hint else "")) from None
+
+
+class _Programs:
+    """The learner's program built and compiled once per configuration within one check."""
+
+    def __init__(self, program):
+        self.program, self.gpu = program, {}
+
+    def func(self, *cfg, plain=False):
+        return build(self.program, *cfg, plain=plain)
+
+    def cuda(self, *cfg):
+        """(kernel, CUDA source) compiled for sm_90a."""
+        if cfg not in self.gpu:
+            func = self.func(*cfg)
+            _gemm(reading(func))
+            try:
+                kernel = tk.build(func)
+            except CourseError as e:
+                raise AssertionError(str(e)) from None
+            self.gpu[cfg] = kernel, kernel.get_kernel_source()
+        return self.gpu[cfg]
+
+    def runnable(self, *cfg):
+        """A kernel that runs here: the sm_90a one on a Hopper GPU, TileLang's C backend elsewhere."""
+        if MODE == "hopper":
+            return self.cuda(*cfg)[0], "cuda"
+        func = self.func(*cfg, plain=True)
+        _gemm(reading(func))
+        try:
+            return tk.build_cpu(func), "cpu"
+        except CourseError as e:
+            raise AssertionError(str(e)) from None
+
+
+def _output(M, N, device):
+    """A contiguous M x N fp16 output inside a longer poisoned allocation: (output, whole allocation)."""
+    whole = torch.full((M * N + 2 * BAND,), lab_check.POISON, dtype=torch.float16, device=device)
+    return whole[BAND:BAND + M * N].view(M, N), whole
+
+
+def _compare(name, out, whole, ref, tol, candidates, uncleared):
+    """lab_check.compare_tiles, and writes outside C; an accumulator never cleared explains itself."""
+    outside = int((~lab_check.unwritten(whole)).sum() - (~lab_check.unwritten(out)).sum())
+    try:
+        err = lab_check.compare_tiles(name, out, ref, tol, *TILE[:2], candidates)
+    except lab_check.NotAttempted:
+        raise AssertionError(f"{name}: C was never written: copy the accumulator out, T.copy(acc, C[...]) "
+                             "at the tile's own row and column") from None
+    except AssertionError as e:
+        if uncleared:
+            raise AssertionError(f"{name}: {uncleared} is never cleared before the K loop, so each tile adds its "
+                                 f"product to whatever {uncleared} held before (garbage, NaN, another tile's sum): "
+                                 f"T.clear({uncleared}) first") from None
+        raise AssertionError(str(e) + (f"; {outside} elements written outside C" if outside else "")) from None
+    if outside:
+        raise AssertionError(f"{name}: {outside} elements written outside C: a store past its edge")
+    return err
+
+
+def _values(programs, epilogue):
+    cpu = MODE != "hopper"
+    shapes = [(_ragged(136, 296, 128), _ragged(136, 296, 128), _ragged(72, 248, 64))] if cpu else \
+        [(_ragged(200, 700, 128), _ragged(240, 720, 128), _ragged(240, 720, 64)) for _ in range(2)]
+    uncleared = _uncleared(reading(programs.func(1024, 1024, 1024, *TILE, 3)))
+    for M, N, K in shapes:
+        kernel, where = programs.runnable(M, N, K, *TILE, 3)
+        device = "cuda" if where == "cuda" else "cpu"
+        a = torch.randn(M, K, device=device, dtype=torch.float16)
+        b = torch.randn(N, K, device=device, dtype=torch.float16)  # stored N x K, as nn.Linear's weight
+        c, whole = _output(M, N, device)
+        product = a.float() @ b.float().T
+        k_full = K // TILE[2] * TILE[2]
+        no_tail = a[:, :k_full].float() @ b[:, :k_full].float().T
+        kn = min(K, N)
+        b_as_kxn = torch.zeros(K, N, device=device)
+        b_as_kxn[:kn, :kn] = b[:kn, :kn].float()
+        candidates = [("A @ B with B read as if it were stored K x N: B is N x K here, so B's tile at step k is "
+                       "B[bx * block_N, k * block_K], block_N x block_K, multiplied with transpose_B=True",
+                       a.float() @ b_as_kxn),
+                      (f"A @ B^T over the first {k_full} of K = {K} columns only: the K loop stops before the last, "
+                       "partial step (T.ceildiv(K, block_K) steps, TMA fills the rest of that tile with zeros)",
+                       no_tail)]
+        if epilogue:
+            bias = torch.randn(N, device=device, dtype=torch.float16)
+            kernel(a, b, bias, c)
+            ref = torch.relu(product + bias.float())
+            candidates += [("A @ B^T + bias: the ReLU is missing", product + bias.float()),
+                           ("relu(A @ B^T): the bias is missing", torch.relu(product)),
+                           ("relu(A @ B^T) + bias: the ReLU comes before the bias", torch.relu(product) + bias.float()),
+                           ("relu(A @ B^T + bias of the first column tile): every tile adds bias[0:block_N]; "
+                            "offset it by the tile's column, bx * block_N", torch.relu(product + bias.float()[
+                                torch.arange(N, device=device) % TILE[1]])),
+                           ("A @ B^T: the epilogue is missing", product)]
+        else:
+            kernel(a, b, c)
+            ref = product
+        err = _compare(f"{M}x{K} @ ({N}x{K})^T", c, whole, ref, 1e-2, candidates, uncleared)
+    how = ("run on this GPU" if not cpu else
+           "run by TileLang's C backend on this CPU (the same program, blocks one after another)")
+    sizes = ", ".join(f"{M}x{N}x{K}" for M, N, K in shapes)
+    return f"within 1e-2 of torch ({err:.1e}) at M x N x K = {sizes}, {how}"
+
+
+def _accumulator(programs):
+    ops = reading(programs.func(1024, 1024, 1024, *TILE, 3))
+    _, _, _, acc, _, _ = _gemm(ops)
+    if str(acc.dtype) != "float32":
+        raise AssertionError(f"T.gemm accumulates into {acc.name}, a {acc.dtype} buffer: sums over K lose precision "
+                             "in fp16; allocate the accumulator as T.alloc_fragment(..., \"float32\") and convert only "
+                             "when it is copied out")
+    name = _uncleared(ops)
+    if name:
+        raise AssertionError(f"{name} is read by the first T.gemm before anything writes it: each tile would start "
+                             f"from whatever its registers held; T.clear({name}) before the K loop")
+    return f"{acc.name}: float32, cleared before the K loop"
+
+
+def _tma(programs):
+    _, src = programs.cuda(1024, 1024, 1024, *TILE, 3)
+    if "tma_load" not in src:
+        raise AssertionError("no tma_load in the emitted CUDA: copy the A and B tiles into T.alloc_shared buffers "
+                             "with T.copy inside a T.Pipelined loop; outside a pipelined loop TileLang loads "
+                             "global -> shared with plain vector loads")
+    return f"{src.count('tma_load')} tma_load call sites, {src.count('.wait(')} barrier waits, wgmma"
+
+
+def _ring(programs):
+    barriers = {}
+    for stages in (1, 3):
+        _, src = programs.cuda(1024, 1024, 1024, *TILE, stages)
+        found = re.search(r"mbarrier_mem\[(\d+)\]", src)
+        barriers[stages] = int(found.group(1)) if found else 0
+    if barriers[3] <= barriers[1]:
+        asked = [op[1] for op in reading(programs.func(1024, 1024, 1024, *TILE, 3)) if op[0] == "pipelined"]
+        why = (f"the program's pipelined loop has num_stages={asked[0]} when stages=3 is asked: pass it on, "
+               "T.Pipelined(..., num_stages=stages)" if asked else
+               "the program has no T.Pipelined loop: write the K loop as T.Pipelined(..., num_stages=stages)")
+        raise AssertionError(f"{barriers[1]} mbarriers at 1 stage and {barriers[3]} at 3: the ring does not grow; {why}")
+    return f"{barriers[1]} mbarriers at 1 stage, {barriers[3]} at 3: a full/empty pair per buffer of the ring"
+
+
+def _checks(program, epilogue):
+    programs = _Programs(program)
+    try:  # one line for a program TileLang refuses, not the same line from every check
+        programs.func(1024, 1024, 1024, *TILE, 3)
+    except AssertionError as e:
+        def refused(e=e):
+            raise e
+        return [("the program builds", refused)]
+    except Exception as e:
+        if not lab_check.is_stub(e):
+            raise
+    if MODE != "hopper":
+        print("(no Hopper GPU here: the values come from TileLang's own C backend on this CPU - your program with its "
+              "shared and fragment buffers in ordinary memory, run block after block - so the tile coordinates, the "
+              "K loop" + (", the transpose and the epilogue" if epilogue else " and the transpose") + " are checked; "
+              "TMA, the ring and wgmma are read from the sm_90a CUDA, not run)")
+    return [("values", lambda: _values(programs, epilogue)),
+            ("accumulator", lambda: _accumulator(programs)),
+            ("tma_load in the CUDA", lambda: _tma(programs)),
+            ("stages: the ring grows", lambda: _ring(programs))]
+
 
 def check(program):
     """``program(M, N, K, block_M, block_N, block_K, stages)`` returns a TileLang prim_func computing
-    C = A @ B (fp16 in and out); it is compiled for sm_90a here, and run on a Hopper GPU if there is one."""
-    rng = random.Random()
+    C = A @ B^T with A (M, K), B (N, K), C (M, N), fp16 in and out."""
+    return lab_check.run("exercise 05", _checks(program, epilogue=False))
 
-    def emitted(*shape_tile_stages):
-        func = program(*shape_tile_stages)
-        try:
-            kernel = tk.build(func)
-        except CourseError as e:
-            raise AssertionError(str(e)) from None
-        src = kernel.get_kernel_source()
-        if "wgmma" not in src and "mma" not in src:
-            raise lab_check.NotAttempted("no T.gemm in the emitted CUDA: the kernel body is still the stub")
-        return kernel, src
 
-    def tma():
-        _, src = emitted(1024, 1024, 1024, 128, 128, 64, 3)
-        if "tma_load" not in src:
-            raise AssertionError("no tma_load in the emitted CUDA: copy the A and B tiles into T.alloc_shared buffers "
-                                 "with T.copy inside the T.Pipelined loop; outside a pipelined loop TileLang loads "
-                                 "global -> shared with plain vector loads")
-        return f"{src.count('tma_load')} tma_load call sites, {src.count('.wait(')} barrier waits, wgmma"
-
-    def ring():
-        barriers = {}
-        for stages in (1, 3):
-            _, src = emitted(1024, 1024, 1024, 128, 128, 64, stages)
-            found = re.search(r"mbarrier_mem\[(\d+)\]", src)
-            barriers[stages] = int(found.group(1)) if found else 0
-        if barriers[3] <= barriers[1]:
-            raise AssertionError(f"{barriers[1]} mbarriers at 1 stage and {barriers[3]} at 3: the stage count does "
-                                 "not reach the loop; pass it as T.Pipelined(..., num_stages=stages)")
-        return f"{barriers[1]} mbarriers at 1 stage, {barriers[3]} at 3: a full/empty pair per buffer of the ring"
-
-    def values():  # ragged against the tiles; N and K multiples of 8 (16-byte rows for TMA)
-        for M, N, K in [(rng.randint(200, 700), 8 * rng.randint(30, 90), 8 * rng.randint(30, 90)) for _ in range(2)]:
-            kernel, _ = emitted(M, N, K, 128, 128, 64, 3)
-            a = torch.randn(M, K, device="cuda", dtype=torch.float16)
-            b = torch.randn(K, N, device="cuda", dtype=torch.float16)
-            c = lab_check.poison_like(torch.empty(M, N, device="cuda", dtype=torch.float16))
-            kernel(a, b, c)
-            lab_check.compare(f"{M}x{K} @ {K}x{N}", c, a.float() @ b.float(), 1e-2)
-        return "within 1e-2 of torch on two ragged shapes (TMA fills the edges with zeros)"
-
-    checks = [("TileLang GEMM: tma_load in the CUDA", tma), ("stages: the ring grows", ring)]
-    if MODE == "hopper":
-        checks.append(("TileLang GEMM: values", values))
-    else:
-        print("(no Hopper GPU here: the emitted CUDA is checked, the values are checked on one)")
-    return lab_check.run("exercise 05", checks)
+def check_stretch(program):
+    """The stretch goal: ``program(...)`` as in ``check``, its prim_func taking (A, B, bias, C) with a bias
+    of N elements and computing C = relu(A @ B^T + bias)."""
+    return lab_check.run("exercise 05, stretch", _checks(program, epilogue=True)[:2])

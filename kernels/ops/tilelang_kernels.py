@@ -6,6 +6,7 @@ for registers) and moves tiles with ``T.copy``; the compiler picks the instructi
 shape: one compile per (shape, tile, stages), a few seconds each, cached here and on disk by
 TileLang. The target is fixed to sm_90a, so a machine without a GPU shows the very CUDA a Hopper
 GPU would run (the ``a`` enables wgmma and setmaxnreg)."""
+import contextlib
 import logging
 
 import torch
@@ -97,6 +98,33 @@ def build(func, what="it"):
     except Exception as e:  # TileLang's own message is the last line of a long C++ trace
         lines = [line for line in str(e).splitlines() if line.strip()]
         raise CourseError(f"TileLang cannot compile {what}: {lines[-1] if lines else type(e).__name__}") from None
+
+
+@contextlib.contextmanager
+def plain_memory():
+    """While a program is built inside this block, ``T.alloc_shared`` and ``T.alloc_fragment`` give
+    ordinary (global-scope) buffers: the form TileLang's C backend can run (see ``build_cpu``)."""
+    T = tilelang().language
+    saved = T.alloc_shared, T.alloc_fragment
+    T.alloc_shared = T.alloc_fragment = lambda shape, dtype, scope=None: T.alloc_global(shape, dtype)
+    try:
+        yield
+    finally:
+        T.alloc_shared, T.alloc_fragment = saved
+
+
+def build_cpu(func, what="it"):
+    """Compile a prim_func built inside ``plain_memory()`` with TileLang's own C backend: a library that
+    runs the program on this CPU, one block after another, every tile operation lowered to plain loops
+    (``T.copy`` with its edge checks, ``T.gemm`` as a scalar triple loop, ``T.Parallel`` serial). It takes
+    CPU tensors. It checks what the program computes, not how the GPU code moves it: no TMA, no barriers,
+    no pipeline."""
+    try:
+        return tilelang().compile(func, target="c", pass_configs={"tirx.disable_vectorize": True})
+    except Exception as e:
+        lines = [line for line in str(e).splitlines() if line.strip()]
+        raise CourseError(f"TileLang's C backend cannot compile {what}: {lines[-1] if lines else type(e).__name__}") \
+            from None
 
 
 def source(kind, **cfg):

@@ -1,0 +1,294 @@
+"""Exercise 05's check, fed the wrong answers learners write: each must say what kind of wrong it is
+and where. Without a GPU the values come from TileLang's C backend, so these run in CI too (each
+program is compiled for sm_90a and for the CPU: a few seconds each, cached on disk by TileLang)."""
+import tilelang.language as T
+
+from conftest import report
+from kernels.lessons import l05_tilelang_exercise as ex05
+
+
+def _right(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def _stub(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            # YOUR CODE HERE
+            raise NotImplementedError()
+    return gemm
+
+
+def test_ex05_the_right_program_passes_and_the_stub_is_not_attempted():
+    passed, text = report(ex05.check, _right)
+    assert passed, text
+    passed, text = report(ex05.check, _stub)
+    assert not passed and "exercise 05: not attempted yet" in text, text
+
+
+# ---- the B tile: its shape, its coordinates, the transpose ------------------------------------------
+
+def _no_transpose(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc)  # the N x K tile multiplied as if it were K x N
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_a_gemm_without_transpose_b_is_refused_with_the_keyword_named():
+    passed, text = report(ex05.check, _no_transpose)
+    assert not passed and "FAIL  the program builds: TileLang refuses the program: T.gemm K shape check" in text
+    assert "pass transpose_B=True" in text, text
+
+
+def _b_as_k_by_n(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_K, block_N), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[k * block_K, bx * block_N], B_s)  # the lesson's tile of a K x N B
+                T.gemm(A_s, B_s, acc)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_b_read_as_the_lesson_stores_it_is_named():
+    passed, text = report(ex05.check, _b_as_k_by_n)
+    assert not passed and "FAIL  values" in text, text
+    assert "C equals A @ B with B read as if it were stored K x N" in text, text
+    assert "pass  tma_load in the CUDA" in text  # the mechanism is right, the tile is not
+
+
+# ---- the tiles of C and the K loop --------------------------------------------------------------------
+
+def _all_to_origin(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[0, 0])  # every block writes the first tile
+    return gemm
+
+
+def test_ex05_every_block_writing_the_first_tile_leaves_the_others_never_written():
+    passed, text = report(ex05.check, _all_to_origin)
+    assert not passed and "FAIL  values" in text, text
+    assert "by tile, never written: " in text and "(0, 1)" in text and "whole" in text, text
+    assert "tile (0, 0) holds the values of tile" in text, text
+
+
+def _swapped_store(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[bx * block_M, by * block_N])  # the grid's axes swapped at the store
+    return gemm
+
+
+def test_ex05_a_store_at_swapped_tile_coordinates_names_the_misplaced_tiles():
+    passed, text = report(ex05.check, _swapped_store)
+    assert not passed and "FAIL  values" in text, text
+    assert "holds the values of tile" in text and "the tile coordinates of a load or the store are off" in text, text
+
+
+def _no_k_tail(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(K // block_K, num_stages=stages):  # drops the last, partial K step
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_a_k_loop_that_drops_the_tail_is_named():
+    passed, text = report(ex05.check, _no_k_tail)
+    assert not passed and "the K loop stops before the last, partial step" in text, text
+
+
+# ---- the accumulator ---------------------------------------------------------------------------------
+
+def _fp16_accumulator(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float16")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_an_fp16_accumulator_is_named_even_where_the_values_pass():
+    passed, text = report(ex05.check, _fp16_accumulator)
+    assert not passed and "FAIL  accumulator: T.gemm accumulates into acc, a float16 buffer" in text, text
+
+
+def _uncleared(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_an_accumulator_never_cleared_is_named_in_values_and_accumulator():
+    passed, text = report(ex05.check, _uncleared)
+    assert not passed and "acc is never cleared before the K loop" in text, text
+    assert "FAIL  accumulator: acc is read by the first T.gemm before anything writes it" in text, text
+    assert "a load read past an edge" not in text  # not the Triton diagnosis: nothing is masked here
+
+
+# ---- the mechanism: TMA and the ring ------------------------------------------------------------------
+
+def _one_stage(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=1):  # the stage count never reaches the loop
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_one_stage_where_stages_are_asked_is_named():
+    passed, text = report(ex05.check, _one_stage)
+    assert not passed and "pass  values" in text, text
+    assert "FAIL  stages: the ring grows: 2 mbarriers at 1 stage and 2 at 3" in text, text
+    assert "num_stages=1 when stages=3 is asked" in text, text
+
+
+def _serial(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.serial(T.ceildiv(K, block_K)):  # a plain loop: no pipeline, so no TMA either
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_a_plain_k_loop_has_no_tma_and_no_ring():
+    passed, text = report(ex05.check, _serial)
+    assert not passed and "pass  values" in text, text
+    assert "FAIL  tma_load in the CUDA: no tma_load in the emitted CUDA" in text, text
+    assert "the program has no T.Pipelined loop" in text, text
+
+
+# ---- the stretch goal's epilogue ------------------------------------------------------------------------
+
+def _relu_missing(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def linear(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), bias: T.Tensor((N,), "float16"),
+               C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                acc[i, j] = acc[i, j] + bias[bx * block_N + j]
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return linear
+
+
+def _bias_not_offset(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def linear(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), bias: T.Tensor((N,), "float16"),
+               C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                acc[i, j] = T.max(acc[i, j] + bias[j], 0)  # every tile takes the first block_N biases
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return linear
+
+
+def test_ex05_stretch_epilogue_mistakes_are_named():
+    passed, text = report(ex05.check_stretch, _relu_missing)
+    assert not passed and "C equals A @ B^T + bias: the ReLU is missing" in text, text
+    passed, text = report(ex05.check_stretch, _bias_not_offset)
+    assert not passed and "every tile adds bias[0:block_N]; offset it by the tile's column" in text, text
