@@ -1,5 +1,6 @@
-"""The check behind exercises/00_memory_wall.ipynb: arithmetic intensity, the roofline bound, and an
-axpy kernel (values, and the loads it compiles to)."""
+"""The check behind exercises/00_memory_wall.ipynb: arithmetic intensity, the roofline bound, the bytes
+a fused elementwise kernel saves, and that kernel itself, out = relu(alpha * x + y) in one pass
+(values on ragged sizes, and in its compiled code one masked load per input and one masked store)."""
 import random
 
 import torch
@@ -7,55 +8,146 @@ import torch
 from ..lab import aot, check as lab_check
 from ..lab.mode import DEVICE
 
+if not hasattr(lab_check, "operand"):  # TEMPORARY until the lead's guard lands in check.py
+    lab_check.operand = lambda *shape, dtype=torch.float16: torch.randn(*shape, device=DEVICE, dtype=dtype)
 
-def check(gemm_intensity, roofline_ms, axpy, axpy_kernel):
-    rng = random.Random()
+rng = random.Random()
 
-    def intensity():
-        for _ in range(20):
-            M, N, K, e = rng.randint(1, 9000), rng.randint(1, 9000), rng.randint(1, 9000), rng.choice([1, 2, 4])
-            want = 2 * M * N * K / ((M * K + K * N + M * N) * e)
-            got = gemm_intensity(M, N, K, e)
-            if got is None or abs(got - want) > 1e-9 * want:
-                raise AssertionError(f"M={M}, N={N}, K={K}, {e}-byte elements: expected {want:.3f} FLOP/B, got {got}; "
-                                     "count 2 FLOP per multiply-add, and the bytes of A, B and C once each")
-        return "matches on 20 random shapes"
 
-    def roofline():
-        for _ in range(20):
-            flops, nbytes = rng.uniform(1e6, 1e13), rng.uniform(1e6, 1e11)
-            tf, tb = rng.uniform(10, 1000), rng.uniform(0.5, 5)
-            t_math, t_mem = flops / (tf * 1e12) * 1e3, nbytes / (tb * 1e12) * 1e3
-            want, got = max(t_math, t_mem), roofline_ms(flops, nbytes, tf, tb)
+def _intensity(gemm_intensity):
+    for _ in range(20):
+        M, N, K, e = rng.randint(1, 9000), rng.randint(1, 9000), rng.randint(1, 9000), rng.choice([1, 2, 4])
+        flops, elems = 2 * M * N * K, M * K + K * N + M * N
+        want, got = flops / (elems * e), gemm_intensity(M, N, K, e)
+        if got is None:
+            raise NotImplementedError
+        if abs(got - want) <= 1e-9 * want:
+            continue
+        known = {flops / elems: "that is FLOP per element: divide by the bytes, elem_bytes per element",
+                 flops / ((elems + M * N) * e): "C is written once, not read and written: count it once",
+                 M * N * K / (elems * e): "a multiply-add is 2 FLOP: 2 * M * N * K in all",
+                 2 * M * N * K / ((M * K + K * N) * e): "C crosses HBM too (it is written): count M * N elements"}
+        hint = next((h for v, h in known.items() if abs(got - v) <= 1e-9 * v),
+                    "count 2 FLOP per multiply-add, and the bytes of A, B and C once each")
+        raise AssertionError(f"M={M}, N={N}, K={K}, {e}-byte elements: expected {want:.3f} FLOP/B, got {got:.3f}; "
+                             f"{hint}")
+    return "matches on 20 random shapes"
+
+
+def _roofline(roofline_ms):
+    for _ in range(20):
+        flops, nbytes = rng.uniform(1e6, 1e13), rng.uniform(1e6, 1e11)
+        tf, tb = rng.uniform(10, 1000), rng.uniform(0.5, 5)
+        t_math, t_mem = flops / (tf * 1e12) * 1e3, nbytes / (tb * 1e12) * 1e3
+        want, got = max(t_math, t_mem), roofline_ms(flops, nbytes, tf, tb)
+        if got is None:
+            raise NotImplementedError
+        if abs(got - want) > 1e-9 * want:
+            hint = ("the bound is the larger of the two times, not their sum: bytes and math overlap"
+                    if abs(got - (t_math + t_mem)) < 1e-9 * want else
+                    "check the units: TFLOP/s and TB/s are 1e12 per second, and the answer is in ms")
+            raise AssertionError(f"{flops:.3g} FLOP, {nbytes:.3g} B at {tf:.0f} TFLOP/s, {tb:.2f} TB/s: "
+                                 f"expected {want:.4g} ms, got {got:.4g} ms; {hint}")
+    return "matches on 20 random kernels"
+
+
+def _bytes(relu_axpy_bytes):
+    for _ in range(10):
+        n, e = rng.randint(1000, 10 ** 9), rng.choice([2, 4])
+        for fused, vectors in ((True, 3), (False, 5)):
+            want, got = vectors * n * e, relu_axpy_bytes(n, e, fused)
             if got is None:
                 raise NotImplementedError
-            if abs(got - want) > 1e-9 * want:
-                hint = ("the bound is the larger of the two times, not their sum: bytes and math overlap"
-                        if abs(got - (t_math + t_mem)) < 1e-9 * want else
-                        "check the units: TFLOP/s and TB/s are 1e12 per second, and the answer is in ms")
-                raise AssertionError(f"{flops:.3g} FLOP, {nbytes:.3g} B at {tf:.0f} TFLOP/s, {tb:.2f} TB/s: "
-                                     f"expected {want:.4g} ms, got {got:.4g} ms; {hint}")
-        return "matches on 20 random kernels"
+            if got == want:
+                continue
+            way = "fused (one kernel)" if fused else "unfused (torch: an add kernel, then a ReLU kernel)"
+            hint = {True: {2 * n * e: "the kernel reads x and y and writes out: three vectors cross HBM",
+                           3 * n: "bytes, not elements: multiply by elem_bytes"},
+                    False: {3 * n * e: "the add kernel writes alpha * x + y to memory, and the ReLU kernel reads it "
+                                       "back and writes out: count both kernels' traffic",
+                            4 * n * e: "the ReLU kernel reads its input and writes its output: two vectors, on top "
+                                       "of the add kernel's three",
+                            5 * n: "bytes, not elements: multiply by elem_bytes"}}[fused].get(got, "count every "
+                                                                                               "vector each kernel reads or writes, once")
+            raise AssertionError(f"n={n}, {e}-byte elements, {way}: expected {want} B, got {got}; {hint}")
+    return "3 vectors cross HBM fused, 5 unfused"
 
-    def axpy_values():
-        for dtype, tol in ((torch.float32, 1e-6), (torch.float16, 2e-3)):
-            n = rng.randint(1000, 5000)  # not a multiple of any block size: the edge must be masked
-            x, y = torch.randn(n, device=DEVICE, dtype=dtype), torch.randn(n, device=DEVICE, dtype=dtype)
-            alpha = rng.uniform(-2, 2)
-            out = lab_check.poison_like(x)
-            axpy(alpha, x, y, out)
-            lab_check.compare(f"axpy n={n} {dtype}", out, alpha * x.float() + y.float(), tol)
-        return "correct on ragged fp32 and fp16 inputs"
 
-    def axpy_code():
-        x = torch.empty(4, dtype=torch.float16, device=DEVICE)
-        compiled = aot.compile_sm90(axpy_kernel, x, x, x, 1.5, 1 << 28, BLOCK=1024, num_warps=4)
-        if not compiled.counts()["ld.global"] and not compiled.counts()["st.global"]:
-            raise lab_check.NotAttempted("the kernel neither loads nor stores")
-        loads = lab_check.require(compiled, "ld.global", "a load from global memory")
-        lab_check.require(compiled, "st.global", "a store to global memory")
-        widths = sorted({k.split()[1] for k, v in compiled.counts().items() if k.startswith("ld.global ") and v})
-        return f"{loads} ld.global in the sm_90 PTX, {', '.join(widths)} wide (lesson 01 is about that width)"
+def _values(relu_axpy):
+    for dtype, tol in ((torch.float32, 1e-6), (torch.float16, 2e-3)):
+        n = rng.randint(1000, 5000)  # not a multiple of any block size: the edge must be masked
+        x, y = lab_check.operand(n, dtype=dtype), lab_check.operand(n, dtype=dtype)
+        alpha = rng.uniform(0.5, 2) * rng.choice([-1, 1])
+        out = lab_check.poisoned(n, dtype=dtype)
+        relu_axpy(alpha, x, y, out)
+        xf, yf = x.float(), y.float()
+        ref = torch.relu(alpha * xf + yf)
+        candidates = [("alpha * x + y: the ReLU is missing", alpha * xf + yf),
+                      ("relu(x + alpha * y): alpha multiplies y instead of x", torch.relu(xf + alpha * yf)),
+                      ("relu(alpha * x) + y: the ReLU comes before adding y", torch.relu(alpha * xf) + yf)]
+        try:
+            lab_check.compare(f"n={n} {dtype}", out, ref, tol)
+        except AssertionError as e:
+            ok = ~lab_check.unwritten(out)
+            match = next((what for what, wrong in candidates if ok.all() and lab_check.rel_err(out, wrong) <= tol), None)
+            raise AssertionError(f"{e}" + (f"; out equals {match}" if match else "")) from None
+    return "correct on ragged fp32 and fp16 inputs"
 
-    return lab_check.run("exercise 00", [("gemm_intensity", intensity), ("roofline_ms", roofline),
-                                     ("axpy: values", axpy_values), ("axpy: compiled code", axpy_code)])
+
+def _code(relu_axpy_kernel):
+    x = torch.empty(4, dtype=torch.float16, device=DEVICE)
+    compiled = aot.compile_sm90(relu_axpy_kernel, x, x, x, 1.5, 1 << 28, BLOCK=1024, num_warps=4)
+    counts = compiled.counts(sass=False)
+    if not counts["ld.global"] and not counts["st.global"]:
+        raise lab_check.NotAttempted("the kernel neither loads nor stores")
+    lab_check.require(compiled, "ld.global", "a load from global memory")
+    lab_check.require(compiled, "st.global", "a store to global memory")
+    lines = [line.strip() for line in compiled.ptx.splitlines() if "ld.global" in line or "st.global" in line]
+    bare = [line.split()[0] for line in lines if not line.startswith("@")]
+    if bare:
+        raise AssertionError(f"{len(bare)} of the {len(lines)} global loads and stores have no predicate "
+                             f"({', '.join(sorted(set(bare)))}): without a mask the last block reads and writes past "
+                             "the end of the vectors; mask every tl.load and tl.store with offsets < n")
+    if counts["ld.global"] > 2 or counts["st.global"] > 1:
+        raise AssertionError(f"{counts['ld.global']} ld.global and {counts['st.global']} st.global per thread: one "
+                             "pass loads x and y once and stores out once; keep alpha * x + y in registers for the "
+                             "ReLU instead of storing and reloading it")
+    widths = sorted({k.split()[1] for k, v in counts.items() if k.startswith("ld.global ") and v})
+    return (f"{counts['ld.global']} ld.global and {counts['st.global']} st.global in the sm_90 PTX, all masked, "
+            f"{', '.join(widths)} wide (lesson 01 is about that width)")
+
+
+def check(gemm_intensity, roofline_ms, relu_axpy_bytes, relu_axpy, relu_axpy_kernel):
+    return lab_check.run("exercise 00", [("gemm_intensity", lambda: _intensity(gemm_intensity)),
+                                         ("roofline_ms", lambda: _roofline(roofline_ms)),
+                                         ("relu_axpy_bytes", lambda: _bytes(relu_axpy_bytes)),
+                                         ("relu_axpy: values", lambda: _values(relu_axpy)),
+                                         ("relu_axpy: compiled code", lambda: _code(relu_axpy_kernel))])
+
+
+def _mixed_bytes(mixed_bytes):
+    for _ in range(10):
+        n = rng.randint(1000, 10 ** 9)
+        got = mixed_bytes(n)
+        if got is None:
+            raise NotImplementedError
+        if got != 10 * n:
+            hint = ("x and y are read as 4-byte fp32, out written as 2-byte fp16" if got in (12 * n, 6 * n) else
+                    "count each vector once, at its own element size")
+            raise AssertionError(f"n={n}: expected {10 * n} B, got {got}; {hint}")
+    return "10 bytes per element: 4 + 4 read, 2 written"
+
+
+def _mixed_values(relu_axpy):
+    n = rng.randint(1000, 5000)
+    x, y = lab_check.operand(n, dtype=torch.float32), lab_check.operand(n, dtype=torch.float32)
+    out = lab_check.poisoned(n, dtype=torch.float16)
+    relu_axpy(0.75, x, y, out)
+    lab_check.compare(f"n={n} fp32 in, fp16 out", out, torch.relu(0.75 * x.float() + y.float()), 2e-3)
+    return "your kernel, unchanged, casts on the way out (tl.store converts to out's element type)"
+
+
+def check_stretch(relu_axpy, mixed_bytes):
+    """The stretch goal: the bytes of relu_axpy with fp32 inputs and an fp16 output, and the kernel run so."""
+    return lab_check.run("exercise 00, stretch", [("mixed_bytes", lambda: _mixed_bytes(mixed_bytes)),
+                                                  ("fp32 in, fp16 out: values", lambda: _mixed_values(relu_axpy))])
