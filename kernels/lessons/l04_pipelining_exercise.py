@@ -1,31 +1,157 @@
-"""The check behind exercises/04_pipelining.ipynb: a persistent TMA GEMM that walks every tile with
-fewer programs than tiles, its loads pipelined into a ring."""
+"""The check behind exercises/04_pipelining.ipynb: a persistent TMA GEMM with a fused epilogue,
+C = relu(A @ B + bias). Fewer programs than tiles must walk every tile; the K loop's loads must be
+pipelined into a ring; the epilogue must add the bias (masked at the edge), apply the ReLU and leave
+through the C descriptor, all checked in values and in the compiled sm_90 code."""
 import random
+import re
 
-from ..lab import check as lab_check, smem
+import torch
+
+from ..lab import aot, check as lab_check, smem
+from ..lab.mode import DEVICE
 from ..ops import gemm
+
+if not hasattr(lab_check, "operand"):  # TEMPORARY until the lead's guard lands in check.py
+    lab_check.operand = lambda *shape, dtype=torch.float16: torch.randn(*shape, device=DEVICE, dtype=dtype)
+
+TILE = (64, 64, 32)  # BLOCK_M, BLOCK_N, BLOCK_K of the values check (small: it runs in the interpreter)
+PROGRAMS = 3  # fewer than the tiles of every shape checked: only a persistent walk covers them all
+CODE_TILE, CODE_STAGES = (128, 128, 64), 3  # what the compiled code is read at
+
+
+def _shape():
+    """A ragged M x N x K with more tiles than programs; N and K multiples of 8 (16-byte rows for TMA)."""
+    return random.randint(130, 300), 8 * random.randint(17, 40), 8 * random.randint(9, 40)
+
+
+def _tile_walk(out, programs):
+    """What a persistent walk that missed tiles did, from the tiles it wrote."""
+    BM, BN = TILE[:2]
+    M, N = out.shape
+    tm, tn = -(-M // BM), -(-N // BN)
+    written = sum(bool((~lab_check.unwritten(out[r * BM:(r + 1) * BM, c * BN:(c + 1) * BN])).any())
+                  for r in range(tm) for c in range(tn))
+    if written == programs:
+        return (f"only {written} of the {tm * tn} tiles were written, one per program: each program must walk the "
+                "tiles, t = program_id, program_id + num_programs, ... while t < tiles "
+                "(tl.range(tl.program_id(0), tiles, tl.num_programs(0)))")
+    return (f"{written} of the {tm * tn} tiles were written by {programs} programs: the walk misses some; program p "
+            "takes tiles p, p + P, p + 2P, ... up to the last one, with P = tl.num_programs(0)")
+
+
+def _values(matmul):
+    BM, BN, BK = TILE
+    for M, N, K in [_shape() for _ in range(3)]:
+        a, b, bias = lab_check.operand(M, K), lab_check.operand(K, N), lab_check.operand(N)
+        out = lab_check.poisoned(M, N)
+        try:
+            if matmul(a, b, bias, BM, BN, BK, 2, programs=PROGRAMS, out=out) is None:
+                raise NotImplementedError
+        except Exception as e:  # the interpreter checks what TMA would refuse or silently get wrong
+            if "must be 16-byte aligned" not in str(e):
+                raise
+            raise AssertionError("a descriptor load or store starts at a coordinate that is not a multiple of 16 "
+                                 "bytes (8 fp16 elements), which the interpreter refuses: descriptor coordinates are "
+                                 "element indices, so step k of the K loop starts at k * BLOCK_K") from None
+        if (out == 0).all():
+            raise lab_check.NotAttempted("the output came out all zeros: the kernel body is still the stub")
+        af, bf, biasf = a.float(), b.float(), bias.float()
+        product = af @ bf
+        steps = -(-K // BK)
+        k_as_step = sum(af[:, k:k + BK] @ bf[k:k + BK, :] for k in range(steps))
+        candidates = [("A @ B + bias: the ReLU is missing", product + biasf),
+                      ("relu(A @ B): the bias is missing", torch.relu(product)),
+                      ("relu(A @ B) + bias: the ReLU comes before the bias", torch.relu(product) + biasf),
+                      ("relu(A @ B + the bias of the first column tile): every tile adds bias[0:BLOCK_N]; offset "
+                       "the bias by the tile's column, pid_n * BLOCK_N", torch.relu(product + biasf[
+                           torch.arange(N, device=out.device) % BN])),
+                      ("A @ B: the epilogue is missing", product),
+                      ("relu(sum over steps k of A[:, k:k+BLOCK_K] @ B[k:k+BLOCK_K, :] + bias): the loads' K "
+                       "coordinate is the step number; it is in elements, k * BLOCK_K",
+                       torch.relu(k_as_step + biasf))]
+        try:
+            lab_check.compare_tiles(f"{M}x{K} @ {K}x{N}", out, torch.relu(product + biasf), 1e-2, BM, BN, candidates)
+        except AssertionError as e:
+            if lab_check.unwritten(out).any():
+                raise AssertionError(f"{e}; {_tile_walk(out, PROGRAMS)}") from None
+            raise
+    return f"within 1e-2 of torch on three ragged shapes, {PROGRAMS} programs walking all the {BM}x{BN} tiles"
+
+
+def compile_sm90(kernel, BLOCK_M, BLOCK_N, BLOCK_K, stages, shape=(4096, 4096, 4096)):
+    """The sm_90 code of the learner's kernel: gemm.matmul_kernel's arguments, then the bias."""
+    M, N, K = shape
+    a, b, c = (torch.empty(*s, device=DEVICE, dtype=torch.float16) for s in ((M, K), (K, N), (M, N)))
+    _, args, meta = gemm.launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages)
+    return aot.compile_sm90(kernel, *args, torch.empty(N, device=DEVICE, dtype=torch.float16), **meta)
+
+
+def _ring(kernel):
+    compiled = lab_check.require_dot(compile_sm90(kernel, *CODE_TILE, CODE_STAGES))
+    if not compiled.counts()["cp.async.bulk.tensor load"]:
+        raise AssertionError("no cp.async.bulk.tensor loads in the compiled code: load the A and B tiles through "
+                             "a_desc and b_desc, not with tl.load on pointers")
+    stage = smem.gemm_stage_bytes(*CODE_TILE)
+    c_tile = CODE_TILE[0] * CODE_TILE[1] * 2 if compiled.counts()["cp.async.bulk.tensor store"] else 0
+    ring = compiled.shared - c_tile  # a TMA-store epilogue stages the C tile in shared memory too
+    where = f" ({c_tile // 1024} KiB of it the C tile of the TMA store)" if c_tile else ""
+    if ring < 2 * stage:
+        raise AssertionError(f"the kernel asks {compiled.shared // 1024} KiB of shared memory at {CODE_STAGES} stages"
+                             f"{where}: {ring // 1024} KiB for A and B tiles, less than two {stage // 1024} KiB stages: "
+                             "the loads are not pipelined; keep the K loop a plain loop over descriptor loads feeding "
+                             "tl.dot (num_stages=1 on it keeps one buffer)")
+    return (f"{compiled.shared // 1024} KiB of shared memory at {CODE_STAGES} stages{where}: {ring // 1024} KiB of "
+            f"A and B tiles, {ring // stage} stages of {stage // 1024} KiB: the ring is there")
+
+
+def _epilogue(kernel):
+    compiled = lab_check.require_dot(compile_sm90(kernel, *CODE_TILE, CODE_STAGES))
+    counts, problems = compiled.counts(sass=False), []
+    if not counts["cp.async.bulk.tensor store"]:
+        problems.append(f"no cp.async.bulk.tensor store but {counts['st.global']} x st.global: the C tile leaves "
+                        "through pointers; store it with c_desc.store(...), which also clips the edge tiles")
+    unmasked = [line for line in compiled.ptx.splitlines() if "ld.global" in line and not line.lstrip().startswith("@")]
+    if unmasked:
+        problems.append(f"{len(unmasked)} ld.global without a predicate: the bias load has no mask, so the last "
+                        "column tile reads past the end of bias; mask it (columns < N), or load it through a "
+                        "1D descriptor, which fills past the edge with zeros")
+    accumulators = set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.\w+\.(\w+)\.\w+\.\w+", compiled.ptx))
+    if accumulators - {"f32"}:
+        problems.append(f"wgmma accumulates in {', '.join(sorted(accumulators))}: keep an fp32 accumulator "
+                        "(tl.zeros(..., dtype=tl.float32)) and convert when storing")
+    if problems:
+        raise AssertionError("; ".join(problems))
+    loads = len([line for line in compiled.ptx.splitlines() if "ld.global" in line])
+    bias = f"{loads} predicated ld.global (the bias, masked)" if loads else "no ld.global (the bias comes by TMA too)"
+    return f"{counts['cp.async.bulk.tensor store']} cp.async.bulk.tensor store, {bias}, wgmma accumulating in f32"
 
 
 def check(matmul, kernel):
-    """``matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, programs, out=None)`` launches ``kernel`` (args as
-    gemm.matmul_kernel) on ``programs`` programs into ``out``; the programs must walk all the tiles."""
-    rng = random.Random()
+    """``matmul(a, b, bias, BLOCK_M, BLOCK_N, BLOCK_K, stages, programs=None, out=None)`` launches ``kernel``
+    (gemm.matmul_kernel's arguments, then ``bias_ptr``) on ``programs`` programs into ``out``, computing
+    C = relu(A @ B + bias); the programs must walk all the tiles."""
+    return lab_check.run("exercise 04", [("persistent GEMM + epilogue: values", lambda: _values(matmul)),
+                                         ("pipelined: the ring in the code", lambda: _ring(kernel)),
+                                         ("epilogue in the code: TMA store, masked bias, fp32", lambda: _epilogue(kernel))])
 
-    def values():  # more tiles than programs: only a persistent loop covers them all
-        lab_check.gemm_values(matmul, [(rng.randint(130, 300), 8 * rng.randint(17, 40), 8 * rng.randint(9, 40))
-                              for _ in range(3)], 64, 64, 32, 2, programs=3)
-        return "within 1e-2 of torch on three ragged shapes, 3 programs walking all the tiles"
 
-    def code():
-        compiled = lab_check.require_dot(gemm.compile_sm90(kernel, 128, 128, 64, 3, shape=(4096, 4096, 4096)))
-        if not compiled.counts()["cp.async.bulk.tensor load"]:
-            raise AssertionError("no cp.async.bulk.tensor loads: keep the tiles coming through the descriptors")
-        stage = smem.gemm_stage_bytes(128, 128, 64)
-        if compiled.shared < 2 * stage:
-            raise AssertionError(f"the kernel asks {compiled.shared} B of shared memory, less than two stages "
-                                 f"({2 * stage} B): the loads are not pipelined; keep the K loop a plain loop "
-                                 "over descriptor loads feeding tl.dot, so the stage count can build the ring")
-        return (f"{compiled.shared // 1024} KiB of shared memory at 3 stages, more than two "
-                f"{stage // 1024} KiB stages of A and B tiles: the ring is there")
+def _bias_by_tma(kernel, before):
+    after, first = (compile_sm90(k, *CODE_TILE, CODE_STAGES) for k in (kernel, before))
+    lab_check.require_dot(after)
+    loads = lambda c: len([line for line in c.ptx.splitlines() if "ld.global" in line])
+    tma = lambda c: c.counts(sass=False)["cp.async.bulk.tensor load"]
+    if loads(after):
+        raise AssertionError(f"{loads(after)} ld.global left in the PTX: the bias still comes through a pointer; load "
+                             "it through tl.make_tensor_descriptor(bias_ptr, [N], [1], [BLOCK_N])")
+    return (f"ld.global {loads(first)} -> 0 and cp.async.bulk.tensor loads {tma(first)} -> {tma(after)} against your "
+            "first kernel: the bias comes by TMA, and the columns past N are zeros from the hardware, not a mask")
 
-    return lab_check.run("exercise 04", [("persistent GEMM: values", values), ("pipelined: the ring in the code", code)])
+
+def check_stretch(matmul, kernel, before):
+    """The stretch goal: ``kernel`` (launched by ``matmul`` as in ``check``) loads the bias through a 1D
+    descriptor; ``before`` is the first kernel, whose code it is compared with."""
+    checks = [("persistent GEMM + epilogue: values", lambda: _values(matmul)),
+              ("pipelined: the ring in the code", lambda: _ring(kernel)),
+              ("epilogue in the code: TMA store, masked bias, fp32", lambda: _epilogue(kernel)),
+              ("the bias through TMA", lambda: _bias_by_tma(kernel, before))]
+    return lab_check.run("exercise 04, stretch", checks)
