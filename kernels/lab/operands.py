@@ -23,9 +23,9 @@ LAYOUTS = {
 
 def _laid_out(t, layout):
     if layout == "rows":
-        return t.dim() == 2 and t.stride(-1) == 1
+        return t.ndim == 2 and t.stride()[1] == 1
     if layout == "matrix":
-        return t.dim() == 2 and t.is_contiguous()
+        return t.ndim == 2 and t.is_contiguous()
     return t.is_contiguous()
 
 
