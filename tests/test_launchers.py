@@ -253,3 +253,15 @@ def test_real_overflows_on_this_gpu_get_the_course_message(name):
     a = _randn(1024, 1024, dtype=torch.float32)
     with pytest.raises(SharedMemoryError, match="does not fit: .* KiB of shared memory asked, .* per block"):
         REAL_OVERFLOWS[name](a)
+
+
+def test_the_sm_count_of_a_gpu_is_asked_once(monkeypatch):
+    from types import SimpleNamespace
+    from kernels.lab import mode
+    asked = []
+    monkeypatch.setattr(mode, "_SMS", {}, raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda i: asked.append(i) or SimpleNamespace(multi_processor_count=132))
+    on_gpu = SimpleNamespace(is_cuda=True, device="cuda:0", get_device=lambda: 0)  # what sm_count may read of one
+    assert [mode.sm_count(on_gpu) for _ in range(3)] == [132] * 3 and asked == [0]
+    assert mode.sm_count(torch.empty(1)) == 4  # the interpreter's stand-in grid
