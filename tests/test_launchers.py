@@ -25,26 +25,36 @@ def _randn(*shape, dtype=torch.float16, device=DEVICE):
 
 
 class Case:
-    """A launcher called as ``call(*inputs, out=...)``: its inputs' names and shapes, what it computes,
-    and the layout its kernel assumes of ``out`` ("tma": the TMA rules decide; None: any strides)."""
+    """A launcher called as ``call(*inputs, out=...)``: its name (as its messages say it), its inputs'
+    names and shapes, what it computes and its shape, and the layout its kernel assumes of ``out``
+    ("tma": the TMA rules decide; None: any strides, the kernel is handed them all)."""
 
-    def __init__(self, name, call, inputs, result, ref, layout):
-        self.name, self.call, self.inputs, self.result, self.ref, self.layout = name, call, inputs, result, ref, layout
+    def __init__(self, name, call, inputs, result, shape, ref, layout, variant=""):
+        self.name, self.call, self.inputs, self.result, self.shape = name, call, inputs, result, shape
+        self.ref, self.layout, self.variant = ref, layout, variant
 
     def make(self, device=DEVICE):
         return [_randn(*shape, device=device) for shape in self.inputs.values()]
 
     def __repr__(self):
-        return self.name
+        return f"{self.name}/{self.variant}" if self.variant else self.name
 
 
-def _copy(name, fn, layout, transposed=False):
-    return Case(name, fn, {"x": (M, N)}, "the transpose" if transposed else "the copy",
-                (lambda x: x.t()) if transposed else (lambda x: x), layout)
+def _copy(name, fn, layout, variant=""):
+    return Case(name, fn, {"x": (M, N)}, "the copy", (M, N), lambda x: x, layout, variant)
 
 
-def _gemm(name, fn, layout):
-    return Case(name, fn, {"a": (M, K), "b": (K, N)}, "the product", lambda a, b: (a.float() @ b.float()).half(), layout)
+def _transpose(name, fn, layout):
+    return Case(name, fn, {"x": (M, N)}, "the transpose", (N, M), lambda x: x.t(), layout)
+
+
+def _ab():
+    return _randn(M, K), _randn(K, N)
+
+
+def _gemm(name, fn, layout, variant=""):
+    return Case(name, fn, {"a": (M, K), "b": (K, N)}, "the product", (M, N),
+                lambda a, b: (a.float() @ b.float()).half(), layout, variant)
 
 
 CASES = [
@@ -55,34 +65,27 @@ CASES = [
     _copy("copy_cols", copy.copy_cols, "matrix"),
     _copy("copy_loop", copy.copy_loop, "rows"),
     _copy("copy_tma_loop", copy.copy_tma_loop, "tma"),
-    _copy("copy_tma_loop", lambda x, out=None: copy.copy_tma_loop(x, out=out, descriptor="host"), "tma"),
-    _copy("transpose_tile", transpose.transpose_tile, "rows", transposed=True),
-    _copy("transpose_tma", transpose.transpose_tma, "tma", transposed=True),
+    _copy("copy_tma_loop", lambda x, out=None: copy.copy_tma_loop(x, out=out, descriptor="host"), "tma", "host"),
+    _transpose("transpose_tile", transpose.transpose_tile, "rows"),
+    _transpose("transpose_tma", transpose.transpose_tma, "tma"),
     _gemm("matmul", lambda a, b, out=None: gemm.matmul(a, b, 64, 64, 32, out=out), None),
     _gemm("matmul_tma", lambda a, b, out=None: gemm.matmul_tma(a, b, 64, 64, 32, out=out), "tma"),
     _gemm("matmul_tma_persistent", lambda a, b, out=None: gemm.matmul_tma_persistent(a, b, 64, 64, 32, out=out), "tma"),
     _gemm("matmul_tma_persistent", lambda a, b, out=None: gemm.matmul_tma_persistent(a, b, 64, 64, 32, tma_store=False,
-                                                                                     out=out), "tma"),
+                                                                                     out=out), "tma", "pointer store"),
     _gemm("matmul_tma_probe", lambda a, b, out=None: gemm.matmul_tma_probe(a, b, 2, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32,
                                                                            out=out), "tma"),
 ]
 
 
-def _result_shape(case):
-    if case.name.startswith("transpose"):
-        return (N, M)
-    return (M, N)
-
-
 def _equal(case, got, inputs):
-    want = case.ref(*inputs)
-    return torch.allclose(got.float(), want.float(), rtol=1e-2, atol=1e-2)
+    return torch.allclose(got.float(), case.ref(*inputs).float(), rtol=1e-2, atol=1e-2)
 
 
 @pytest.mark.parametrize("case", CASES, ids=repr)
 def test_a_right_out_is_written(case):
     inputs = case.make()
-    out = torch.full(_result_shape(case), -6144.0, dtype=torch.float16, device=DEVICE)
+    out = torch.full(case.shape, -6144.0, dtype=torch.float16, device=DEVICE)
     assert case.call(*inputs, out=out) is out
     assert _equal(case, out, inputs)
 
@@ -90,7 +93,7 @@ def test_a_right_out_is_written(case):
 @pytest.mark.parametrize("case", CASES, ids=repr)
 @pytest.mark.parametrize("shape", ["short", "transposed"])
 def test_an_out_of_the_wrong_shape_is_refused(case, shape):
-    right = _result_shape(case)
+    right = case.shape
     wrong = (right[0] // 2, right[1]) if shape == "short" else right[::-1]
     out = torch.full(wrong, -6144.0, dtype=torch.float16, device=DEVICE)
     with pytest.raises(ArgumentError, match=rf"^{case.name}: out has shape \({wrong[0]}, {wrong[1]}\) but "
@@ -101,21 +104,21 @@ def test_an_out_of_the_wrong_shape_is_refused(case, shape):
 
 @pytest.mark.parametrize("case", CASES, ids=repr)
 def test_an_out_of_the_wrong_dtype_is_refused(case):
-    out = torch.empty(_result_shape(case), dtype=torch.float32, device=DEVICE)
+    out = torch.empty(case.shape, dtype=torch.float32, device=DEVICE)
     with pytest.raises(ArgumentError, match=f"^{case.name}: out is float32 but {case.result} is float16"):
         case.call(*case.make(), out=out)
 
 
 @pytest.mark.parametrize("case", CASES, ids=repr)
 def test_an_out_on_another_device_is_refused(case):
-    out = torch.empty(_result_shape(case), dtype=torch.float16, device=ELSEWHERE)
+    out = torch.empty(case.shape, dtype=torch.float16, device=ELSEWHERE)
     with pytest.raises(ArgumentError, match=f"^{case.name}: out is on {ELSEWHERE} but the inputs are on {DEVICE}"):
         case.call(*case.make(), out=out)
 
 
 @pytest.mark.parametrize("case", CASES, ids=repr)
 def test_an_out_laid_out_otherwise_is_refused_where_the_kernel_assumes_a_layout(case):
-    rows, cols = _result_shape(case)
+    rows, cols = case.shape
     out = torch.full((cols, rows), -6144.0, dtype=torch.float16, device=DEVICE).t()  # right shape, column-major
     inputs = case.make()
     if case.layout is None:  # the pointer GEMM is handed all of out's strides: column-major is fine
@@ -135,23 +138,26 @@ def test_an_input_on_another_device_is_refused(case):
     for i, name in enumerate(case.inputs):
         inputs = case.make()
         inputs[i] = inputs[i].to(ELSEWHERE)
-        with pytest.raises(ArgumentError, match=rf"^{case.name}: {name} is on {ELSEWHERE}, .* move it with {re.escape(MOVE)}$"):
+        with pytest.raises(ArgumentError,
+                           match=rf"^{case.name}: {name} is on {ELSEWHERE}, .* move it with {re.escape(MOVE)}$"):
             case.call(*inputs)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c.layout not in (None, "tma")], ids=repr)
 def test_an_input_laid_out_otherwise_is_refused_where_the_kernel_assumes_a_layout(case):
     x = _randn(N, M).t()  # (M, N), column-major
+    layout = re.escape(operands.LAYOUTS[case.layout])
     with pytest.raises(ArgumentError, match=rf"^{case.name}: x has shape \({M}, {N}\) and strides \(1, {M}\); "
-                                            rf"the kernel reads {re.escape(operands.LAYOUTS[case.layout])} - pass x.contiguous\(\)"):
+                                            rf"the kernel reads {layout} - pass x.contiguous\(\)"):
         case.call(x)
 
 
 @cpu_only
 def test_on_a_gpu_a_cpu_tensor_is_told_to_move(monkeypatch):
     monkeypatch.setattr(operands, "_GPU", True)  # the check as a GPU run makes it
-    with pytest.raises(ArgumentError, match=r"^matmul: a is on cpu, the kernels run on cuda:0 - move it with \.cuda\(\)$"):
-        gemm.matmul(*_gemm("matmul", None, None).make())
+    with pytest.raises(ArgumentError,
+                       match=r"^matmul: a is on cpu, the kernels run on cuda:0 - move it with \.cuda\(\)$"):
+        gemm.matmul(*_ab())
 
 
 def test_the_chase_and_the_article_gemm_check_where_their_inputs_are():
@@ -167,7 +173,8 @@ def test_tilelang_launchers_check_out(monkeypatch):
     launched = []
     monkeypatch.setattr(tk, "_require_gpu", lambda *ts: None)  # no Hopper GPU needed to reach the out check
     monkeypatch.setattr(tk, "compile", lambda kind, **cfg: lambda *args: launched.append(kind))
-    with pytest.raises(ArgumentError, match=r"^tilelang_kernels.gemm: out has shape \(64, 64\) but the product is \(64, 128\)"):
+    with pytest.raises(ArgumentError,
+                       match=r"^tilelang_kernels.gemm: out has shape \(64, 64\) but the product is \(64, 128\)"):
         tk.gemm(_randn(M, K), _randn(K, N), out=_randn(64, 64))
     with pytest.raises(ArgumentError, match="^tilelang_kernels.copy: out is float32 but the copy is float16"):
         tk.copy(_randn(M, N), out=_randn(M, N, dtype=torch.float32))
@@ -193,15 +200,15 @@ class _Overflowing:
 
 # (launcher call, module, kernel it launches, the configuration named, the model's parts)
 OVERFLOWS = [
-    (lambda: gemm.matmul(*_gemm("", None, None).make(), 64, 64, 32, stages=4), gemm, "matmul_kernel",
+    (lambda: gemm.matmul(*_ab(), 64, 64, 32, stages=4), gemm, "matmul_kernel",
      "64x64x32 with 4 stages", r"4 x 8.0 KiB = 32.0 KiB"),
-    (lambda: gemm.matmul_tma(*_gemm("", None, None).make(), 64, 64, 32, stages=4), gemm, "matmul_tma_kernel",
+    (lambda: gemm.matmul_tma(*_ab(), 64, 64, 32, stages=4), gemm, "matmul_tma_kernel",
      "64x64x32 with 4 stages", r"4 x 8.0 KiB \+ 8.0 KiB output tile = 40.0 KiB"),
-    (lambda: gemm.matmul_tma_persistent(*_gemm("", None, None).make(), 64, 64, 32, stages=4), gemm,
+    (lambda: gemm.matmul_tma_persistent(*_ab(), 64, 64, 32, stages=4), gemm,
      "matmul_tma_persistent_kernel", "64x64x32 with 4 stages", r"4 x 8.0 KiB \+ 8.0 KiB output tile = 40.0 KiB"),
-    (lambda: gemm.matmul_tma_persistent(*_gemm("", None, None).make(), 64, 64, 32, stages=4, tma_store=False), gemm,
+    (lambda: gemm.matmul_tma_persistent(*_ab(), 64, 64, 32, stages=4, tma_store=False), gemm,
      "matmul_tma_persistent_kernel", "64x64x32 with 4 stages", r"4 x 8.0 KiB = 32.0 KiB"),
-    (lambda: gemm.matmul_tma_probe(*_gemm("", None, None).make(), 4, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32), gemm,
+    (lambda: gemm.matmul_tma_probe(*_ab(), 4, BLOCK_M=64, BLOCK_N=64, BLOCK_K=32), gemm,
      "matmul_tma_probe_kernel", "64x64x32 with 4 stages", r"4 x 8.0 KiB \+ 8.0 KiB output tile = 40.0 KiB"),
     (lambda: copy.copy_tma(_randn(M, N)), copy, "copy_tma_kernel", "64x128 tiles", r"1 x 16.0 KiB = 16.0 KiB"),
     (lambda: copy.copy_loop(_randn(M, N), stages=4), copy, "copy_loop_kernel", "64x128 tiles with 4 stages",
@@ -229,14 +236,16 @@ def test_a_launch_that_overflows_shared_memory_gets_the_course_message(monkeypat
 def test_other_resources_are_left_as_triton_says_them(monkeypatch):
     monkeypatch.setattr(gemm, "matmul_tma_persistent_kernel", _Overflowing("threads"))
     with pytest.raises(OutOfResources, match="out of resource: threads"):
-        gemm.matmul_tma_persistent(*_gemm("", None, None).make(), 64, 64, 32)
+        gemm.matmul_tma_persistent(*_ab(), 64, 64, 32)
 
 
-# configurations seen to overflow the H200's 227 KiB in their sm_90 compile (aot.compile_sm90: compiled.shared)
+# configurations whose sm_90 code asks for more than the 227 KiB a Hopper block may have (compiled.shared of
+# aot.compile_sm90, checked with no GPU): on a GPU their launch raises OutOfResources
 REAL_OVERFLOWS = {
     "matmul fp32 256x256x128 4 stages": lambda a: gemm.matmul(a, a, 256, 256, 128, stages=4),
     "matmul_tma fp32 256x256x128 4 stages": lambda a: gemm.matmul_tma(a, a, 256, 256, 128, stages=4),
-    "matmul_tma_persistent fp32 128x256x64 4 stages": lambda a: gemm.matmul_tma_persistent(a, a, 128, 256, 64, stages=4),
+    "matmul_tma_persistent fp32 128x256x64 4 stages":
+        lambda a: gemm.matmul_tma_persistent(a, a, 128, 256, 64, stages=4),
     "matmul_tma_persistent fp32 128x256x64 4 stages, pointer store":
         lambda a: gemm.matmul_tma_persistent(a, a, 128, 256, 64, stages=4, tma_store=False),
     "matmul_tma_probe fp32 128x256x64 4 stages": lambda a: gemm.matmul_tma_probe(a, a, 4),
