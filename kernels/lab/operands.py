@@ -4,8 +4,10 @@ Triton's own message (or a crash). Here each mistake gets one line that names th
 argument, what was expected and what was given.
 
 Cheap by design: a GEMM at 2048^3 is launch-bound (tens of microseconds of host time per call),
-so the happy path is a few attribute comparisons (about 1 us per launch, ``tests/test_bad_input``
-says how it was measured) and a message is only composed once a check has failed."""
+so the happy path is a few attribute comparisons and a message is only composed once a check has
+failed. Measured with timeit (CPU time, best of 7) on a 2-core CI box: ``check`` of two tensors
+0.4 us, ``out`` 0.45 us; a launcher call with its kernel stubbed out costs 1.0-1.5 us more than
+before these checks."""
 import torch
 
 from .errors import ArgumentError
