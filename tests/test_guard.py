@@ -16,13 +16,13 @@ from kernels.lab import check
 
 def test_a_store_past_the_end_or_into_the_padding_is_named():
     out = check.poisoned(5, 7)
-    out.copy_(torch.ones(5, 7))
+    out.copy_(torch.ones(5, 7, device=out.device))
     assert check.written_outside(out) is None
     base, band, stride, _ = out._guard
     base[band + 7] = 1           # row 0, in the padding after its last column
     base[band + 5 * stride] = 1  # the first element past the last row
     with pytest.raises(AssertionError) as e:
-        check.compare("C", out, torch.ones(5, 7), 1e-3)
+        check.compare("C", out, torch.ones(5, 7, device=out.device), 1e-3)
     assert "1 past its end (up to 1 rows past)" in str(e.value)
     assert f"between rows 0-0 and the next (past the last column, 6: the row stride here is {stride}" in str(e.value)
     assert "a store mask is missing or the row stride is wrong" in str(e.value)
@@ -38,7 +38,7 @@ def test_an_input_read_past_its_edge_reads_nan():
 
 def test_an_output_never_written_is_a_failure_not_a_stub():
     with pytest.raises(AssertionError, match="no element of the output was written"):
-        check.compare("y", check.poisoned(100), torch.ones(100), 1e-3)
+        check.compare("y", check.poisoned(100), torch.ones(100, device=check.DEVICE), 1e-3)
 
 
 def _crash():
