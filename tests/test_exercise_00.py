@@ -149,3 +149,19 @@ def test_ex00_storing_and_reloading_the_intermediate_is_named():
     passed, text = _check_kernel(_two_pass_kernel)
     assert not passed and "pass  relu_axpy: values" in text, text
     assert "3 ld.global and 2 st.global per thread: one pass loads x and y once" in text, text
+
+
+@triton.jit
+def _store_unmasked_kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    y = tl.load(y_ptr + offs, mask=mask, other=0.0)
+    tl.store(out_ptr + offs, tl.maximum(alpha * x + y, 0.0))  # the last block writes past the end of out
+
+
+def test_ex00_an_unmasked_store_writes_past_the_end_and_is_named():
+    passed, text = _check_kernel(_store_unmasked_kernel)
+    assert not passed and "elements written outside the output" in text and "past its end" in text, text
+    assert "a store mask is missing" in text, text
+    assert "1 of the 3 global loads and stores have no predicate (st.global" in text, text

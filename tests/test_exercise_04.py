@@ -259,3 +259,29 @@ def test_ex04_pointer_loads_where_tma_is_asked_are_named():
     passed, text = _check(_pointer_loads_kernel)
     assert not passed and "pass  persistent GEMM + epilogue: values" in text, text
     assert "no cp.async.bulk.tensor loads in the compiled code" in text, text
+
+
+@triton.jit
+def _pointer_store_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm,
+                          stride_cn, bias_ptr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                          GROUP_M: tl.constexpr):
+    a_desc = tl.make_tensor_descriptor(a_ptr, [M, K], [stride_am, 1], [BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [K, N], [stride_bk, 1], [BLOCK_K, BLOCK_N])
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
+        pid_m, pid_n = grouped_tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(0, tl.cdiv(K, BLOCK_K)):
+            acc = tl.dot(a_desc.load([pid_m * BLOCK_M, k * BLOCK_K]), b_desc.load([k * BLOCK_K, pid_n * BLOCK_N]), acc)
+        rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        bias = tl.load(bias_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)
+        out = tl.maximum(acc + bias[None, :], 0.0).to(c_ptr.dtype.element_ty)
+        tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :], out)  # pointers, no mask: the edge tiles spill over
+
+
+def test_ex04_an_unmasked_pointer_store_writes_outside_c_and_is_named():
+    passed, text = _check(_pointer_store_kernel)
+    assert not passed and "elements written outside the output" in text, text
+    assert "a store mask is missing or the row stride is wrong" in text, text
+    assert "no cp.async.bulk.tensor store but" in text and "store it with c_desc.store" in text, text

@@ -292,3 +292,30 @@ def test_ex05_stretch_epilogue_mistakes_are_named():
     assert not passed and "C equals A @ B^T + bias: the ReLU is missing" in text, text
     passed, text = report(ex05.check_stretch, _bias_not_offset)
     assert not passed and "every tile adds bias[0:block_N]; offset it by the tile's column" in text, text
+
+
+# ---- an edge: a store past C's edge ---------------------------------------------------------------------
+
+def _shifted_store(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):  # by hand, 8 columns off: the last tile runs past C's edge
+                C[by * block_M + i, bx * block_N + j + 8] = acc[i, j]
+    return gemm
+
+
+def test_ex05_a_store_past_the_edge_is_clipped_and_the_unwritten_columns_named():
+    # TileLang guards a global store at the tensor's edge (as TMA clips): nothing lands outside C, and the
+    # check names the columns the shifted store left unwritten
+    passed, text = report(ex05.check, _shifted_store)
+    assert not passed and "elements never written (rows 0-" in text and "columns 0-7 (8 of" in text, text
+    assert "written outside" not in text, text

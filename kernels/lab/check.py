@@ -388,4 +388,4 @@ def compare_tiles(name, out, ref, tol, block_m, block_n, candidates=()):
             if not never.any() and rel_err(out, wrong) <= tol:
                 by_tile.append(f"C equals {what}")
                 break
-        raise AssertionError(f"{e}; by tile, " + "; ".join(by_tile)) from None
+        raise AssertionError(f"{e}; by tile, " + "; ".join(by_tile) if by_tile else str(e)) from None

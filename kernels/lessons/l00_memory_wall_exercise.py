@@ -8,9 +8,6 @@ import torch
 from ..lab import aot, check as lab_check
 from ..lab.mode import DEVICE
 
-if not hasattr(lab_check, "operand"):  # TEMPORARY until the lead's guard lands in check.py
-    lab_check.operand = lambda *shape, dtype=torch.float16: torch.randn(*shape, device=DEVICE, dtype=dtype)
-
 rng = random.Random()
 
 

@@ -11,17 +11,18 @@ from ..lab import aot, check as lab_check, smem
 from ..lab.mode import DEVICE
 from ..ops import gemm
 
-if not hasattr(lab_check, "operand"):  # TEMPORARY until the lead's guard lands in check.py
-    lab_check.operand = lambda *shape, dtype=torch.float16: torch.randn(*shape, device=DEVICE, dtype=dtype)
-
 TILE = (64, 64, 32)  # BLOCK_M, BLOCK_N, BLOCK_K of the values check (small: it runs in the interpreter)
 PROGRAMS = 3  # fewer than the tiles of every shape checked: only a persistent walk covers them all
 CODE_TILE, CODE_STAGES = (128, 128, 64), 3  # what the compiled code is read at
 
 
 def _shape():
-    """A ragged M x N x K with more tiles than programs; N and K multiples of 8 (16-byte rows for TMA)."""
-    return random.randint(130, 300), 8 * random.randint(17, 40), 8 * random.randint(9, 40)
+    """A ragged M x N x K whose tiles outnumber the programs and are not a multiple of them (a walk that
+    splits the tiles evenly and drops the rest is caught); N and K multiples of 8 (16-byte rows for TMA)."""
+    while True:
+        M, N, K = random.randint(130, 300), 8 * random.randint(17, 40), 8 * random.randint(9, 40)
+        if (-(-M // TILE[0]) * -(-N // TILE[1])) % PROGRAMS:
+            return M, N, K
 
 
 def _tile_walk(out, programs):
@@ -100,8 +101,8 @@ def _ring(kernel):
                              f"{where}: {ring // 1024} KiB for A and B tiles, less than two {stage // 1024} KiB stages: "
                              "the loads are not pipelined; keep the K loop a plain loop over descriptor loads feeding "
                              "tl.dot (num_stages=1 on it keeps one buffer)")
-    return (f"{compiled.shared // 1024} KiB of shared memory at {CODE_STAGES} stages{where}: {ring // 1024} KiB of "
-            f"A and B tiles, {ring // stage} stages of {stage // 1024} KiB: the ring is there")
+    return (f"{compiled.shared // 1024} KiB of shared memory at {CODE_STAGES} stages{where}: {ring // 1024} KiB left, "
+            f"at least two {stage // 1024} KiB stages of A and B tiles: the ring is there")
 
 
 def _epilogue(kernel):
