@@ -163,6 +163,15 @@ def short_error(e, lines=12):
 _WORKER = None
 
 
+def forget_worker():
+    """Drop the compile helper (a check's child process may have left it mid-reply); the next compile
+    starts a new one."""
+    global _WORKER
+    if _WORKER is not None and _WORKER.proc is not None:
+        _WORKER.proc.kill()
+    _WORKER = None
+
+
 def _worker():
     global _WORKER
     if _WORKER is None:

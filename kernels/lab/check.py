@@ -1,9 +1,23 @@
 """Exercise checks: fresh random inputs, poisoned outputs, a torch reference, and the mechanism
 in the compiled code. Each failed check says what is wrong; an untouched stub gets a hint. Each
 lesson's own checks use these (``kernels.lessons.lNN_*_exercise``)."""
+import contextlib
+import faulthandler
+import io
+import linecache
+import os
+import pickle
+import random
+import select
+import signal
+import sys
+import time
+from pathlib import Path
+
 import torch
 
-from .mode import DEVICE
+from . import aot
+from .mode import DEVICE, MODE
 
 
 class NotAttempted(Exception):
@@ -16,17 +30,78 @@ POISON = -6144.0
 INT_POISON = -(2 ** 30)
 
 
-def poison_like(t):
-    """A tensor like ``t`` filled with the poison, so an element a kernel never wrote is caught."""
-    return torch.full_like(t, POISON if t.dtype.is_floating_point else INT_POISON)
+# every tensor a checker hands over sits inside a larger allocation ("guarded"): rows padded to a
+# larger, 16-byte aligned stride and a band of whole rows before and after, so an access past an edge
+# lands in memory the checker owns - it reads NaN from an input, and a stray store is seen - instead
+# of in somebody else's memory (where, in CPU mode, it can kill the process)
+BAND_ROWS = 256
 
 
-def poisoned(*shape, dtype=torch.float16, device=DEVICE):
-    return torch.full(shape, POISON if dtype.is_floating_point else INT_POISON, dtype=dtype, device=device)
+def _guarded(shape, dtype, device, fill, padded):
+    elem = torch.empty((), dtype=dtype).element_size()
+    rows, width = (1, shape[0]) if len(shape) == 1 else shape
+    if len(shape) == 1 or not padded:
+        stride = width
+    else:  # at least one 16-byte step of padding, and a stride that stays 16-byte aligned (a TMA rule)
+        step = max(1, 16 // elem)
+        stride = -(-(width + step) // step) * step
+    band = BAND_ROWS * stride if len(shape) == 2 else max(4096, width)
+    base = torch.full((2 * band + rows * stride,), fill, dtype=dtype, device=device)
+    view = base[band:band + rows * stride]
+    view = view if len(shape) == 1 else view.view(rows, stride)[:, :width]
+    view._guard = (base, band, stride, fill)  # what compare() reads back
+    return view
+
+
+def operand(*shape, dtype=torch.float16, device=DEVICE, padded=True):
+    """Fresh random normal input (1D or 2D) inside a NaN guard: a load past an edge reads NaN."""
+    view = _guarded(shape, dtype, device, float("nan"), padded)
+    view.copy_(torch.randn(shape, dtype=dtype, device=device))
+    return view
+
+
+def poisoned(*shape, dtype=torch.float16, device=DEVICE, padded=True):
+    """An output (1D or 2D) filled with the poison, inside a poisoned guard: an element never written
+    and a store outside the output are both caught by ``compare``."""
+    fill = POISON if dtype.is_floating_point else INT_POISON
+    return _guarded(shape, dtype, device, fill, padded)
+
+
+def poison_like(t, padded=True):
+    """A poisoned, guarded output of ``t``'s shape, dtype and device."""
+    return poisoned(*t.shape, dtype=t.dtype, device=t.device, padded=padded)
 
 
 def unwritten(out):
     return out == (POISON if out.dtype.is_floating_point else INT_POISON)
+
+
+def written_outside(out):
+    """Where a kernel wrote into the guard around ``out``, in words; None when nothing was (or when
+    ``out`` is not a tensor the checker made)."""
+    guard = getattr(out, "_guard", None)
+    if guard is None:
+        return None
+    base, band, stride, fill = guard
+    changed = ~(torch.isnan(base) if fill != fill else base == fill)
+    rows, width = (1, out.numel()) if out.dim() == 1 else out.shape
+    idx = torch.arange(base.numel(), device=base.device) - band
+    row, col = torch.div(idx, stride, rounding_mode="floor"), idx % stride
+    before, after = changed & (row < 0), changed & (row >= rows)
+    padding = changed & (row >= 0) & (row < rows) & (col >= width)
+    unit = "rows" if out.dim() == 2 else "elements"
+    span = (lambda m: -int(row[m].min())) if out.dim() == 2 else (lambda m: -int(idx[m].min()))
+    what = []
+    if before.any():
+        what.append(f"{int(before.sum())} before its start (from {span(before)} {unit} before)")
+    if after.any():
+        past = int(row[after].max()) - rows + 1 if out.dim() == 2 else int(idx[after].max()) - width + 1
+        what.append(f"{int(after.sum())} past its end" + (f" (up to {past} rows past)" if out.dim() == 2 else ""))
+    if padding.any():
+        r = row[padding]
+        what.append(f"{int(padding.sum())} between rows {int(r.min())}-{int(r.max())} and the next (past the last "
+                    f"column, {width - 1}: the row stride here is {stride}, not the width {width})")
+    return "; ".join(what) or None
 
 
 def rel_err(out, ref):
@@ -50,14 +125,19 @@ def where(mask):
 
 def compare(name, out, ref, tol):
     """Assert ``out`` (poisoned before the kernel ran) matches ``ref``: every element written, none NaN,
-    relative error under ``tol``. A failure says which kind of wrong and where: never written (the grid
-    or a store mask misses them), NaN (a load read past an edge: a missing mask or ``other``), or values
-    off (indexing, strides, the loop)."""
+    relative error under ``tol``, nothing written into its guard. A failure says which kind of wrong and
+    where: written outside (a store mask, a stride), never written (the grid or a store mask misses them),
+    NaN (a load read past an edge: a missing mask or ``other``), or values off (indexing, strides, the loop)."""
     never, nan = unwritten(out), torch.isnan(out) if out.dtype.is_floating_point else torch.zeros_like(out, dtype=bool)
+    problems, outside = [], written_outside(out)
+    if outside:
+        problems.append(f"elements written outside the output - {outside}: " + (
+            "a store mask is missing or the row stride is wrong" if out.dim() == 2 else
+            "a store mask is missing, or an offset is wrong"))
     if never.all():
-        raise NotAttempted(f"{name}: the output was never written")
-    problems = []
-    if never.any():
+        problems.append("no element of the output was written: does the store go to the output pointer, with the "
+                        "output's strides, and does the launch start any program?")
+    elif never.any():
         problems.append(f"{int(never.sum())} of {out.numel()} elements never written ({where(never)}): the grid or "
                         "a store mask misses them")
     if nan.any():
@@ -65,6 +145,8 @@ def compare(name, out, ref, tol):
                         "with other=0.0 where the value feeds a sum")
     ok = ~never & ~nan
     err = rel_err(out[ok], ref[ok]) if ok.any() else 0.0
+    if never.all():
+        raise AssertionError(f"{name}: " + "; ".join(problems))
     if not problems and err <= tol:
         return err
     if err > tol:
@@ -92,15 +174,15 @@ def forbid(compiled, family, why):
 
 def gemm_values(matmul, shapes, *launch, **kw):
     """Check ``matmul(a, b, *launch, **kw, out=c)`` on fresh random fp16 inputs of each (M, N, K) shape,
-    ``c`` poisoned so that tiles the kernel never writes are caught."""
+    guarded (a K tail read without a mask reads NaN) and ``c`` poisoned (tiles never written, and stores
+    outside C, are caught)."""
     for M, N, K in shapes:
-        a = torch.randn(M, K, device=DEVICE, dtype=torch.float16)
-        b = torch.randn(K, N, device=DEVICE, dtype=torch.float16)
+        a, b = operand(M, K), operand(K, N)
         out = poisoned(M, N)
         if matmul(a, b, *launch, **kw, out=out) is None:
             raise NotImplementedError
         if (out == 0).all():
-            raise NotAttempted("the product came out all zeros: the loop is still the stub")
+            raise AssertionError("the product came out all zeros: the K loop accumulates nothing")
         compare(f"{M}x{K} @ {K}x{N}", out, a.float() @ b.float(), 1e-2)
 
 
@@ -118,25 +200,122 @@ def is_stub(e):
     return isinstance(e, (NotImplementedError, NotAttempted)) or "NotImplementedError" in str(e)
 
 
+def _learner_line(e):
+    """(function, line number, text) of the deepest line, in ``e`` or the exceptions it wraps, written
+    outside the course and the installed packages: where a learner's code raised."""
+    here, found = str(Path(__file__).resolve().parents[1]), None
+    while e is not None:
+        tb = e.__traceback__
+        while tb is not None:
+            path = tb.tb_frame.f_code.co_filename
+            if not path.startswith((here, sys.prefix, sys.base_prefix)) and "site-packages" not in path:
+                found = (tb.tb_frame.f_code.co_name, tb.tb_lineno, linecache.getline(path, tb.tb_lineno).strip())
+            tb = tb.tb_next
+        e = e.__cause__ or e.__context__
+    return found
+
+
+def explain(e):
+    """An exception from a learner's code in a line or two: what it was and the learner's line."""
+    text = str(e)
+    if isinstance(e, getattr(torch, "AcceleratorError", ())) or "CUDA error" in text:
+        return (f"the GPU reported {text.splitlines()[0]}: the kernel most likely read or wrote outside its "
+                "tensors (a missing mask, or a wrong offset or stride). The GPU context is now unusable: restart the "
+                "Jupyter kernel, fix the kernel, and run the cells again")
+    lines = [line for line in text.splitlines() if line.strip()]
+    carets = [i for i, line in enumerate(lines) if set(line.strip()) == {"^"}]
+    if carets:  # Triton's compile errors: the source line, a caret under the fault, the reason last
+        return f"your kernel does not compile: {lines[-1].strip()} at `{lines[carets[-1] - 1].strip()}`"
+    inner = e
+    while inner.__cause__ is not None or (type(inner).__name__ == "InterpreterError" and inner.__context__):
+        inner = inner.__cause__ or inner.__context__
+    at = _learner_line(e)
+    at = f" in {at[0]}, line {at[1]}: `{at[2]}`" if at else ""
+    return f"your code raised {type(inner).__name__}: {str(inner).splitlines()[-1] if str(inner) else ''}{at}"
+
+
+# in CPU mode each check runs in a forked child: the interpreter runs the learner's kernel on raw host
+# memory, where a far stray access kills the process; the child dies instead, and the parent reports it
+ISOLATE = MODE == "cpu" and hasattr(os, "fork")
+TIMEOUT_S = 900
+
+
+def _outcome(fn):
+    """("pass", note) | ("fail", why) | ("todo", why) for one check, in this process."""
+    try:
+        return "pass", fn()
+    except AssertionError as e:
+        return "fail", str(e)
+    except Exception as e:
+        if is_stub(e):
+            return "todo", str(e) if isinstance(e, NotAttempted) else "the stub is still there"
+        return "fail", explain(e)
+
+
+def _outcome_in_child(fn, timeout=None):
+    timeout = timeout or TIMEOUT_S
+    read, write = os.pipe()
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: fresh random inputs (not the parent's generator state), output sent back
+        os.close(read)
+        code = 0
+        try:
+            faulthandler.disable()  # a crash is reported by the parent, not dumped here
+            torch.set_num_threads(1)  # the parent's OpenMP pool did not survive the fork: waiting on it hangs
+            torch.seed()
+            random.seed()
+            text = io.StringIO()
+            with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+                kind, note = _outcome(fn)
+            os.write(write, pickle.dumps((kind, note, text.getvalue())))
+        except BaseException:
+            code = 1
+        finally:
+            os._exit(code)
+    os.close(write)
+    data, deadline = b"", time.monotonic() + timeout
+    with os.fdopen(read, "rb") as pipe:
+        while time.monotonic() < deadline:
+            if select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))[0]:
+                chunk = os.read(pipe.fileno(), 1 << 16)
+                if not chunk:
+                    break
+                data += chunk
+        else:
+            os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    if data and os.WIFEXITED(status):
+        kind, note, text = pickle.loads(data)
+        print(text, end="")
+        return kind, note
+    aot.forget_worker()  # it may have been mid-conversation with the child
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL and not data:
+        return "fail", (f"the check did not finish in {timeout} s: a loop that never ends (a bound or a step that "
+                        "never reaches it?), or a grid far larger than the tensor")
+    how = signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
+    return "fail", (f"the process running your kernel crashed ({how}): it read or wrote far outside its tensors - "
+                    "a load or store without a mask at an edge, or an offset or stride that points past the tensor. "
+                    "(In CPU mode the course runs each check in a child process, so Jupyter survives.)")
+
+
 def run(title, checks):
     """Run named checks; print one line each and a verdict. Returns True when all pass.
 
     ``checks`` is a list of (name, callable); a callable returns a short note on success, raises
-    AssertionError with an explanation on failure, NotImplementedError/NotAttempted for a stub."""
+    AssertionError with an explanation on failure, NotImplementedError/NotAttempted for a stub. Any
+    other exception, a crash or a check that never ends is a failure, explained."""
     passed, attempted = 0, True
     for name, fn in checks:
-        try:
-            note = fn()
+        kind, note = _outcome_in_child(fn) if ISOLATE else _outcome(fn)
+        if kind == "pass":
             passed += 1
             print(f"  pass  {name}" + (f": {note}" if note else ""))
-        except AssertionError as e:
-            print(f"  FAIL  {name}: {e}")
-        except Exception as e:
-            if not is_stub(e):
-                raise
+        elif kind == "fail":
+            print(f"  FAIL  {name}: {note}")
+        else:
             attempted = False
-            why = str(e) if isinstance(e, NotAttempted) else "the stub is still there"
-            print(f"  todo  {name}: not attempted yet ({why})")
+            print(f"  todo  {name}: not attempted yet ({note})")
     if passed == len(checks):
         print(f"{title}: all {len(checks)} checks pass")
     elif not attempted and passed == 0:

@@ -17,3 +17,7 @@ class SharedMemoryError(CourseError):
 
 class NoGPUError(CourseError):
     """Something that can only run on a CUDA device."""
+
+
+class ArgumentError(CourseError):
+    """A tensor a launcher cannot use as given: wrong shape, dtype, device or layout."""

@@ -37,10 +37,19 @@ HAS_TMA = MODE == "hopper" or (MODE == "gpu" and torch.cuda.get_device_capabilit
 DEVICE = "cuda" if MODE != "cpu" else "cpu"
 LIVE = MODE != "cpu"  # measurements are taken now (any CUDA GPU) or read from results/ (no GPU)
 
+_SMS = {}  # device index -> SM count: asked of the driver once per GPU, not at every persistent launch
+
+
 def sm_count(t):
     """Streaming multiprocessors of the GPU that holds ``t``: the grid of a persistent kernel
     (4 programs stand in for them in the interpreter)."""
-    return torch.cuda.get_device_properties(t.device).multi_processor_count if t.is_cuda else 4
+    if not t.is_cuda:
+        return 4
+    index = t.get_device()
+    n = _SMS.get(index)
+    if n is None:
+        n = _SMS[index] = torch.cuda.get_device_properties(index).multi_processor_count
+    return n
 
 
 def device_name():

@@ -68,3 +68,17 @@ class Budget:
                 f"{self.used / 1024:.1f} KiB of shared memory needed, {self.limit / 1024:.1f} KiB available "
                 f"per block: use fewer stages or a smaller tile ({self.parts()} by the model)")
         return self
+
+
+def overflow(e, what, stages, stage_bytes, output_tile=0):
+    """Triton's OutOfResources ``e``, raised by a launch, as the course's SharedMemoryError: the compiled
+    kernel's figure and this GPU's limit (both from ``e``) with the model's budget (``stages`` x
+    ``stage_bytes`` + ``output_tile``) beside them. Launchers call it in the ``except`` around their
+    launch, so nothing here runs on the happy path. Any other resource (threads, tensor memory) comes
+    back as Triton raised it."""
+    if e.name != "shared memory":
+        return e
+    budget = Budget(stages, stage_bytes, output_tile, compiled=e.required, limit=e.limit)
+    return SharedMemoryError(f"{what} does not fit: {e.required / 1024:.1f} KiB of shared memory asked, "
+                             f"{e.limit / 1024:.1f} KiB per block on this GPU (model: {budget.parts()} = "
+                             f"{budget.model / 1024:.1f} KiB) - use fewer stages or a smaller tile")

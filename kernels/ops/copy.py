@@ -9,11 +9,11 @@
   tensor descriptor: on Hopper one ``cp.async.bulk.tensor`` moves a whole tile into shared memory,
   completion tracked by an mbarrier (lesson 03).
 """
-import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
-from ..lab import tma_rules
+from ..lab import operands, smem, tma_rules
 from ..lab.mode import sm_count
 
 
@@ -41,12 +41,22 @@ def _grid(x, BLOCK_M, BLOCK_N):
     return (triton.cdiv(x.shape[0], BLOCK_M), triton.cdiv(x.shape[1], BLOCK_N))
 
 
+def _out(launcher, x, out, layout):
+    """x checked (device, layout) and the tensor the copy goes to: ``out`` checked, or a new one."""
+    operands.check(launcher, "x", x, layout=layout)
+    return operands.out(launcher, out, x.shape, x, layout, result="the copy")
+
+
+def _overflow(e, x, BLOCK_M, BLOCK_N, stages=None, tiles=1):
+    """The course's message for a copy whose launch ran out of shared memory (see ``smem.overflow``):
+    the model is ``tiles`` tiles in shared memory (the TMA store writes out the buffer it loaded)."""
+    what = f"{BLOCK_M}x{BLOCK_N} tiles" + (f" with {stages} stages" if stages else "")
+    return smem.overflow(e, what, tiles, BLOCK_M * BLOCK_N * x.element_size())
+
+
 def copy_tile(x, out=None, BLOCK_M=64, BLOCK_N=128, num_warps=4):
     """y = x for a 2D tensor with unit column stride, one tile per program, pointer loads."""
-    if x.dim() != 2 or x.stride(1) != 1:
-        raise ValueError(f"copy_tile takes a 2D tensor with contiguous rows, got shape {tuple(x.shape)} "
-                         f"strides {x.stride()}")
-    y = torch.empty_like(x) if out is None else out
+    y = _out("copy_tile", x, out, "rows")
     copy_tile_kernel[_grid(x, BLOCK_M, BLOCK_N)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
                                                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps)
     return y
@@ -54,10 +64,13 @@ def copy_tile(x, out=None, BLOCK_M=64, BLOCK_N=128, num_warps=4):
 
 def copy_tma(x, out=None, BLOCK_M=64, BLOCK_N=128, num_warps=4):
     """y = x through device-side TMA descriptors; checks the TMA rules first, sets the allocator."""
-    y = torch.empty_like(x) if out is None else out
+    y = _out("copy_tma", x, out, None)  # the layout: the TMA rules below
     tma_rules.ready(("input", x, [BLOCK_M, BLOCK_N]), ("output", y, [BLOCK_M, BLOCK_N]))  # allocator: where it launches
-    copy_tma_kernel[_grid(x, BLOCK_M, BLOCK_N)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
-                                                BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps)
+    try:
+        copy_tma_kernel[_grid(x, BLOCK_M, BLOCK_N)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
+                                                    BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps)
+    except OutOfResources as e:
+        raise _overflow(e, x, BLOCK_M, BLOCK_N) from None
     return y
 
 
@@ -93,20 +106,20 @@ def copy_cols_kernel(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
 
 def copy_elem(x, out=None, num_warps=4):
     """y = x, one element per thread (the 'ants moving house' copy)."""
-    y = torch.empty_like(x) if out is None else out
+    y = _out("copy_elem", x, out, "flat")
     block = 32 * num_warps
     copy_elem_kernel[(triton.cdiv(x.numel(), block),)](x, y, x.numel(), BLOCK=block, num_warps=num_warps)
     return y
 
 
 def copy_rows(x, out=None, BLOCK=1024):
-    y = torch.empty_like(x) if out is None else out
+    y = _out("copy_rows", x, out, "matrix")
     copy_rows_kernel[(x.shape[0],)](x, y, x.shape[0], x.shape[1], BLOCK=BLOCK)
     return y
 
 
 def copy_cols(x, out=None, BLOCK=1024):
-    y = torch.empty_like(x) if out is None else out
+    y = _out("copy_cols", x, out, "matrix")
     copy_cols_kernel[(x.shape[1],)](x, y, x.shape[0], x.shape[1], BLOCK=BLOCK)
     return y
 
@@ -129,9 +142,12 @@ def copy_loop_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym,
 
 def copy_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, stages=3, num_warps=4, programs=None):
     """y = x with a persistent grid (one program per SM by default) and a tl.range-pipelined loop."""
-    y = torch.empty_like(x) if out is None else out
-    copy_loop_kernel[(programs or sm_count(x),)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
-                                  BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, num_warps=num_warps)
+    y = _out("copy_loop", x, out, "rows")
+    try:
+        copy_loop_kernel[(programs or sm_count(x),)](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0),
+                                      BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, num_warps=num_warps)
+    except OutOfResources as e:  # the ring holds the stages - 1 tiles in flight
+        raise _overflow(e, x, BLOCK_M, BLOCK_N, stages, stages - 1) from None
     return y
 
 
@@ -166,13 +182,16 @@ def copy_tma_host_loop_kernel(x_desc, y_desc, M, N,
 def copy_tma_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, stages=4, descriptor="device", num_warps=4):
     """y = x, persistent grid, TMA loads and stores through ``descriptor``-side tensor maps."""
     from triton.tools.tensor_descriptor import TensorDescriptor
-    y = torch.empty_like(x) if out is None else out
+    y = _out("copy_tma_loop", x, out, None)  # the layout: the TMA rules below
     tma_rules.ready(("input", x, [BLOCK_M, BLOCK_N]), ("output", y, [BLOCK_M, BLOCK_N]))
     grid = (sm_count(x),)
     meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, num_warps=num_warps)
-    if descriptor == "host":
-        xd, yd = (TensorDescriptor.from_tensor(t, [BLOCK_M, BLOCK_N]) for t in (x, y))
-        copy_tma_host_loop_kernel[grid](xd, yd, x.shape[0], x.shape[1], **meta)
-    else:
-        copy_tma_loop_kernel[grid](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0), **meta)
+    try:
+        if descriptor == "host":
+            xd, yd = (TensorDescriptor.from_tensor(t, [BLOCK_M, BLOCK_N]) for t in (x, y))
+            copy_tma_host_loop_kernel[grid](xd, yd, x.shape[0], x.shape[1], **meta)
+        else:
+            copy_tma_loop_kernel[grid](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0), **meta)
+    except OutOfResources as e:
+        raise _overflow(e, x, BLOCK_M, BLOCK_N, stages, stages) from None
     return y

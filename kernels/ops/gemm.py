@@ -7,10 +7,11 @@ before moving right, so tiles that share A rows and B columns run close in time 
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
-from ..lab import aot, smem, tma_rules
-from ..lab.errors import CourseError, SharedMemoryError
-from ..lab.mode import DEVICE, MODE, sm_count
+from ..lab import aot, operands, smem, tma_rules
+from ..lab.errors import CourseError
+from ..lab.mode import DEVICE, sm_count
 
 
 @triton.jit
@@ -156,37 +157,38 @@ def compile_sm90(kernel, BLOCK_M, BLOCK_N, BLOCK_K, stages, shape=(8192, 8192, 8
     return aot.compile_sm90(kernel, *args, **meta, **launch)
 
 
-def _check_shapes(a, b):
+def _inputs(launcher, a, b, out):
+    """Check A and B (shapes, dtype, device) and ``out``; returns C (``out``, or a new tensor)."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
-        raise CourseError(f"matmul needs (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
+        raise CourseError(f"{launcher} needs (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
     if a.dtype != b.dtype:
-        raise CourseError(f"A and B must share a dtype, got {a.dtype} and {b.dtype}")
+        raise CourseError(f"{launcher}: A and B must share a dtype, got {a.dtype} and {b.dtype}")
+    operands.check(launcher, "a b", a, b)
+    return operands.out(launcher, out, (a.shape[0], b.shape[1]), a, result="the product")
 
 
-def _launch(kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M):
+def _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile):
+    """The course's message for a GEMM launch that ran out of shared memory (see ``smem.overflow``);
+    ``c_tile``: the kernel stages the output tile in shared memory for a TMA store."""
+    esize = a.element_size()
+    return smem.overflow(e, f"{BLOCK_M}x{BLOCK_N}x{BLOCK_K} with {stages} stages", stages,
+                         smem.gemm_stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K, esize),
+                         BLOCK_M * BLOCK_N * esize if c_tile else 0)
+
+
+def _launch(kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, c_tile):
     grid, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M)
-    if MODE == "cpu":
-        kernel[grid](*args, **meta)
-        return c
-    from triton.runtime.errors import OutOfResources
     try:
         kernel[grid](*args, **meta)
     except OutOfResources as e:
-        budget = smem.Budget(stages, smem.gemm_stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K, a.element_size()))
-        raise SharedMemoryError(f"{BLOCK_M}x{BLOCK_N}x{BLOCK_K} with {stages} stages does not fit: "
-                                f"{e.required / 1024:.1f} KiB of shared memory asked, {e.limit / 1024:.1f} KiB per "
-                                f"block on this GPU (model: {budget.model / 1024:.1f} KiB)") from None
+        raise _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile) from None
     return c
-
-
-def _out(a, b, out):
-    return torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype, device=a.device) if out is None else out
 
 
 def matmul(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8, out=None):
     """C = A @ B for 2D fp16/fp32 tensors with the pointer kernel (lesson 02)."""
-    _check_shapes(a, b)
-    return _launch(matmul_kernel, a, b, _out(a, b, out), BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M)
+    c = _inputs("matmul", a, b, out)
+    return _launch(matmul_kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, c_tile=False)
 
 
 def _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K):
@@ -202,26 +204,32 @@ def _persistent_grid(a, b, BLOCK_M, BLOCK_N, programs=None):
 def matmul_tma_persistent(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8,
                           tma_store=True, programs=None, out=None):
     """C = A @ B with a persistent grid (one program per SM unless ``programs`` says otherwise) (lesson 04)."""
-    _check_shapes(a, b)
-    c = _out(a, b, out)
+    c = _inputs("matmul_tma_persistent", a, b, out)
     _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
     _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M)
-    matmul_tma_persistent_kernel[_persistent_grid(a, b, BLOCK_M, BLOCK_N, programs)](*args, TMA_STORE=tma_store, **meta)
+    try:
+        matmul_tma_persistent_kernel[_persistent_grid(a, b, BLOCK_M, BLOCK_N, programs)](*args, TMA_STORE=tma_store,
+                                                                                           **meta)
+    except OutOfResources as e:
+        raise _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile=tma_store) from None
     return c
 
 
 def matmul_tma_probe(a, b, stages, loads=True, math=True, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, out=None):
     """Lesson 04's probe (see the kernel), one program per SM; only loads=math=True computes A @ B."""
-    c = _out(a, b, out)
+    c = _inputs("matmul_tma_probe", a, b, out)
     _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
     _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, 1)
-    matmul_tma_probe_kernel[_persistent_grid(a, b, BLOCK_M, BLOCK_N)](*args, stages=stages, LOADS=loads, MATH=math, **meta)
+    try:
+        matmul_tma_probe_kernel[_persistent_grid(a, b, BLOCK_M, BLOCK_N)](*args, stages=stages, LOADS=loads, MATH=math,
+                                                                          **meta)
+    except OutOfResources as e:
+        raise _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile=True) from None
     return c
 
 
 def matmul_tma(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8, out=None):
     """C = A @ B through device-side TMA descriptors (lesson 03); checks the TMA rules first."""
-    _check_shapes(a, b)
-    c = _out(a, b, out)
+    c = _inputs("matmul_tma", a, b, out)
     _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
-    return _launch(matmul_tma_kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M)
+    return _launch(matmul_tma_kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, c_tile=True)

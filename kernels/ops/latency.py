@@ -6,6 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
+from ..lab import operands
 from ..lab.mode import DEVICE
 
 
@@ -27,6 +28,7 @@ def random_cycle(n, device=DEVICE):
 
 def chase(chain, start, steps):
     """Follow ``steps`` hops from ``start``; returns the slot reached (a 1-element tensor)."""
+    operands.check("chase", "chain", chain, layout="flat")
     out = torch.full((1,), -1, dtype=torch.int32, device=chain.device)
     chase_kernel[(1,)](chain, out, start, steps, num_warps=1)
     return out

@@ -7,7 +7,7 @@ import torch
 import triton
 import triton.language as tl
 
-from ..lab import alloc
+from ..lab import alloc, operands
 
 ARTICLE_API = "_experimental_make_tensor_descriptor"  # the name the article calls, gone from triton.language
 
@@ -36,7 +36,9 @@ def seed_gemm_kernel(A_ptr, B_ptr, C_ptr, M, N, K,
 
 
 def seed_gemm(a, b, allocator=True):
-    """The article's host function; ``allocator=False`` launches as the article does, without one."""
+    """The article's host function; ``allocator=False`` launches as the article does, without one.
+    (The placement check is the course's: the article has none.)"""
+    operands.check("seed_gemm", "a b", a, b)
     M, K = a.shape
     _, N = b.shape
     c = torch.empty((M, N), device=a.device, dtype=torch.float16)

@@ -10,6 +10,7 @@ import logging
 
 import torch
 
+from ..lab import operands
 from ..lab.errors import CourseError, NoGPUError
 from ..lab.mode import MODE
 
@@ -119,7 +120,7 @@ def gemm(a, b, out=None, **cfg):
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise CourseError(f"gemm needs (M, K) @ (K, N), got {tuple(a.shape)} @ {tuple(b.shape)}")
     (M, K), N = a.shape, b.shape[1]
-    c = torch.empty(M, N, dtype=a.dtype, device=a.device) if out is None else out
+    c = operands.out("tilelang_kernels.gemm", out, (M, N), a, "matrix", result="the product")
     compile("gemm", M=M, N=N, K=K, **cfg)(a, b, c)
     return c
 
@@ -127,6 +128,6 @@ def gemm(a, b, out=None, **cfg):
 def copy(x, out=None, **cfg):
     """Y = X through the TileLang tile copy compiled for this shape."""
     _require_gpu(x)
-    y = torch.empty_like(x) if out is None else out
+    y = operands.out("tilelang_kernels.copy", out, x.shape, x, "matrix", result="the copy")
     compile("copy", M=x.shape[0], N=x.shape[1], **cfg)(x, y)
     return y

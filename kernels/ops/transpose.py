@@ -3,11 +3,11 @@
 Both read a BLOCK_M x BLOCK_N tile of x and write it transposed at the mirrored place of y. With
 pointers, the transposed store needs the data rearranged across threads (the compiler goes through
 shared memory); with TMA the tile is already in shared memory and the store descriptor writes it out."""
-import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
-from ..lab import tma_rules
+from ..lab import operands, smem, tma_rules
 
 
 @triton.jit
@@ -28,19 +28,23 @@ def transpose_tma_kernel(x_ptr, y_ptr, M, N, stride_xm, stride_ym, BLOCK_M: tl.c
     y_desc.store([off_n, off_m], tl.trans(x_desc.load([off_m, off_n])))
 
 
-def _launch(kernel, x, out, BLOCK_M, BLOCK_N):
+def _launch(launcher, kernel, x, out, BLOCK_M, BLOCK_N, layout):
+    operands.check(launcher, "x", x, layout=layout)
     M, N = x.shape
-    y = torch.empty((N, M), dtype=x.dtype, device=x.device) if out is None else out
-    kernel[(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))](x, y, M, N, x.stride(0), y.stride(0),
-                                                               BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    y = operands.out(launcher, out, (N, M), x, layout, result="the transpose")
+    if layout is None:  # the TMA rules check the layout instead, and set the allocator
+        tma_rules.ready(("input", x, [BLOCK_M, BLOCK_N]), ("output", y, [BLOCK_N, BLOCK_M]))
+    try:
+        kernel[(triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))](x, y, M, N, x.stride(0), y.stride(0),
+                                                                   BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N)
+    except OutOfResources as e:  # the tile goes through shared memory once, to change hands (or for TMA)
+        raise smem.overflow(e, f"{BLOCK_M}x{BLOCK_N} tiles", 1, BLOCK_M * BLOCK_N * x.element_size()) from None
     return y
 
 
 def transpose_tile(x, out=None, BLOCK_M=64, BLOCK_N=64):
-    return _launch(transpose_tile_kernel, x, out, BLOCK_M, BLOCK_N)
+    return _launch("transpose_tile", transpose_tile_kernel, x, out, BLOCK_M, BLOCK_N, "rows")
 
 
 def transpose_tma(x, out=None, BLOCK_M=64, BLOCK_N=64):
-    y = torch.empty((x.shape[1], x.shape[0]), dtype=x.dtype, device=x.device) if out is None else out
-    tma_rules.ready(("input", x, [BLOCK_M, BLOCK_N]), ("output", y, [BLOCK_N, BLOCK_M]))
-    return _launch(transpose_tma_kernel, x, y, BLOCK_M, BLOCK_N)
+    return _launch("transpose_tma", transpose_tma_kernel, x, out, BLOCK_M, BLOCK_N, None)

@@ -1,0 +1,88 @@
+"""The guard around a learner's kernel: guarded tensors catch a stray access, a crash or an endless
+loop in a check is a failed check (CPU mode: the check runs in a child process), and a learner's
+Python error names its line. Last, the same from inside a Jupyter kernel, which must survive."""
+import os
+import signal
+import time
+
+import nbformat
+import pytest
+import torch
+from nbclient import NotebookClient
+
+from conftest import cpu_only, report
+from kernels.lab import check
+
+
+def test_a_store_past_the_end_or_into_the_padding_is_named():
+    out = check.poisoned(5, 7)
+    out.copy_(torch.ones(5, 7, device=out.device))
+    assert check.written_outside(out) is None
+    base, band, stride, _ = out._guard
+    base[band + 7] = 1           # row 0, in the padding after its last column
+    base[band + 5 * stride] = 1  # the first element past the last row
+    with pytest.raises(AssertionError) as e:
+        check.compare("C", out, torch.ones(5, 7, device=out.device), 1e-3)
+    assert "1 past its end (up to 1 rows past)" in str(e.value)
+    assert f"between rows 0-0 and the next (past the last column, 6: the row stride here is {stride}" in str(e.value)
+    assert "a store mask is missing or the row stride is wrong" in str(e.value)
+
+
+def test_an_input_read_past_its_edge_reads_nan():
+    x = check.operand(3, 10, dtype=torch.float32)
+    base, band, stride, _ = x._guard
+    assert stride % 4 == 0 and stride > 10 and not torch.isnan(x).any()
+    assert torch.isnan(base[band + 10]) and torch.isnan(base[band - 1])  # padding and band
+    assert check.written_outside(x) is None
+
+
+def test_an_output_never_written_is_a_failure_not_a_stub():
+    with pytest.raises(AssertionError, match="no element of the output was written"):
+        check.compare("y", check.poisoned(100), torch.ones(100, device=check.DEVICE), 1e-3)
+
+
+def _crash():
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+def _forever():
+    while True:
+        time.sleep(0.1)
+
+
+def _typo():
+    return undefined_name  # noqa: F821  (the learner's mistake)
+
+
+@cpu_only
+def test_a_crash_an_endless_loop_and_a_python_error_are_failed_checks(monkeypatch):
+    monkeypatch.setattr(check, "TIMEOUT_S", 3)
+    passed, text = report(check.run, "guard", [("crash", _crash), ("loop", _forever), ("typo", _typo),
+                                               ("fine", lambda: "ok")])
+    assert not passed
+    assert "FAIL  crash: the process running your kernel crashed (SIGSEGV)" in text
+    assert "FAIL  loop: the check did not finish in 3 s" in text
+    assert "FAIL  typo: your code raised NameError: name 'undefined_name' is not defined in _typo" in text
+    assert "pass  fine: ok" in text and "guard: 1 of 4 checks pass" in text
+
+
+@cpu_only
+def test_the_jupyter_kernel_survives_an_unmasked_far_store(tmp_path):
+    """A learner's axpy that writes 100000 blocks away, checked from a notebook: the notebook's kernel
+    lives on and prints the course's diagnosis."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        "import kernels, triton, triton.language as tl\n"
+        "from kernels.lessons import l00_memory_wall_exercise as exercise",
+        "@triton.jit\n"
+        "def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK * 100000 + tl.arange(0, BLOCK)\n"
+        "    tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs) + tl.load(y_ptr + offs))\n"
+        "def axpy(alpha, x, y, out, BLOCK=1024):\n"
+        "    axpy_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, out, alpha, x.numel(), BLOCK=BLOCK)",
+        "exercise.check(lambda M, N, K, e: 0, lambda f, b, tf, tb: 0, axpy, axpy_kernel)",
+        "print('still alive')")]
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = "".join(o.get("text", "") for c in nb.cells for o in c.outputs)
+    assert "FAIL  axpy: values: the process running your kernel crashed (SIGSEGV)" in text, text
+    assert "still alive" in text
