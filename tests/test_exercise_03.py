@@ -86,7 +86,7 @@ def test_ex03_an_untransposed_w_tile_is_named():
     passed, text = _check(_no_transpose)
     assert not passed and "FAIL  linear layer: values, whole tiles" in text, text
     assert "equal reduction dimensions" in text and "the W tile loaded as W is stored is BLOCK_N x BLOCK_K" in text, text
-    assert "FAIL  linear layer: through TMA only: your kernel does not compile" in text, text
+    assert "FAIL  linear layer: through TMA only" in text, text
 
 
 # ---- W through pointers (cp.async), y through pointers (st.global), the bias through a pointer --
@@ -282,7 +282,10 @@ def _k_in_steps(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, strid
 def test_ex03_a_k_coordinate_in_steps_is_named():
     passed, text = _check(_k_in_steps)
     assert not passed and "FAIL  linear layer: values, whole tiles" in text, text
-    assert "a load's coordinates are in elements: step k starts at k * BLOCK_K" in text, text
+    # the interpreter refuses a load at a coordinate that is not 16-byte aligned; a GPU loads it, and every
+    # tile comes out wrong
+    assert ("a load's coordinates are in elements: step k starts at k * BLOCK_K" in text
+            or "every tile is wrong" in text and "how far each step moves along K" in text), text
 
 
 # ---- an fp16 accumulator ------------------------------------------------------------------------

@@ -36,7 +36,7 @@ def launch(kernel, x, w, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None):
 
 def tiles(mask, BLOCK_M, BLOCK_N, count=False):
     """The output tiles (row tile, column tile) a mask touches, in words (or how many, with ``count``)."""
-    t = torch.nn.functional.pad(mask, (0, -mask.shape[1] % BLOCK_N, 0, -mask.shape[0] % BLOCK_M))
+    t = torch.nn.functional.pad(mask.to(torch.uint8), (0, -mask.shape[1] % BLOCK_N, 0, -mask.shape[0] % BLOCK_M)).bool()
     hit = t.reshape(t.shape[0] // BLOCK_M, BLOCK_M, t.shape[1] // BLOCK_N, BLOCK_N).any(3).any(1)
     if count:
         return int(hit.sum())
