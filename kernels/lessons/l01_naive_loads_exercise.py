@@ -22,30 +22,6 @@ def launch(kernel, h, f, alpha, out, BLOCK_M=64, BLOCK_N=128, num_warps=4):
     return out
 
 
-def padded(M, N, dtype, extra, fill=float("nan"), values=None):
-    """Fresh random normal values (or a copy of ``values``) as an M x N view whose row stride is at least
-    ``extra`` elements more than its width (and 16-byte aligned, as TMA wants), ``fill`` (NaN) in the padding
-    and in a band of rows before and after: a kernel that reads past an edge, or walks rows by the width
-    instead of the stride, reads NaN. A different ``extra`` per tensor gives each its own stride, so a kernel
-    that mixes them up is caught."""
-    step = 16 // torch.empty((), dtype=dtype).element_size()
-    stride = -(-(N + extra) // step) * step
-    band = getattr(lab_check, "BAND_ROWS", 16)
-    base = torch.full(((M + 2 * band) * stride,), fill, dtype=dtype, device=DEVICE)
-    view = base[band * stride:(band + M) * stride].view(M, stride)[:, :N]
-    view.copy_(torch.randn(M, N, device=DEVICE).to(dtype) if values is None else values)
-    return view
-
-
-def zero_padded(t):
-    """The same values and strides as ``padded`` tensor ``t`` (2D, or a 1D row of one), with zeros where it has
-    NaN: rerun on these, a kernel that only reads past an edge comes out right."""
-    rows, width = (1, t.numel()) if t.dim() == 1 else t.shape
-    extra = (t.stride(0) if t.dim() == 2 else width + 1) - width
-    z = padded(rows, width, t.dtype, extra, fill=0.0, values=t.reshape(rows, width))
-    return z[0] if t.dim() == 1 else z
-
-
 def _likely(out, ref, err):
     """What the pattern of a wrong output most likely means, for this task."""
     written = ~lab_check.unwritten(out) & ~torch.isnan(out)
@@ -90,8 +66,8 @@ def check(residual_add, kernel):
     def values():
         for _ in range(3):
             M, N = rng.randint(65, 300), rng.randint(65, 300)
-            h = padded(M, N, torch.float32, 8)        # three tensors, three different row strides
-            f = padded(M, N, torch.float16, 24)
+            h = lab_check.operand(M, N, dtype=torch.float32, extra=8)  # three tensors, three row strides
+            f = lab_check.operand(M, N, dtype=torch.float16, extra=24)
             out = lab_check.poisoned(M, N, dtype=torch.float32)
             alpha = rng.uniform(0.25, 2.0)
             residual_add(h, f, alpha, out, *TILE)
@@ -128,8 +104,9 @@ def stretch(kernel):
 
     def values():
         M, N = rng.randint(65, 300), rng.randint(65, 300)
-        h, f = padded(M, N, torch.float32, 8), padded(M, N, torch.float16, 24)
-        bias = padded(1, N, torch.float32, 8)[0]
+        h = lab_check.operand(M, N, dtype=torch.float32, extra=8)
+        f = lab_check.operand(M, N, dtype=torch.float16, extra=24)
+        bias = lab_check.operand(N, dtype=torch.float32)
         out = lab_check.poisoned(M, N, dtype=torch.float32)
         kernel[(triton.cdiv(M, TILE[0]), triton.cdiv(N, TILE[1]))](
             h, f, bias, out, M, N, h.stride(0), f.stride(0), out.stride(0), 0.75, BLOCK_M=TILE[0], BLOCK_N=TILE[1])

@@ -10,7 +10,6 @@ import triton
 from ..lab import aot, check as lab_check, isa
 from ..lab.mode import DEVICE
 from ..ops import gemm
-from .l01_naive_loads_exercise import padded, zero_padded
 
 TILE = (32, 32, 32)  # the values check's tile: ragged shapes get edge tiles on every side and a K tail
 
@@ -120,8 +119,8 @@ def values_check(linear, shapes, tile, stages):
     three different row strides, NaN beyond every edge of x and W, y poisoned. Names what a wrong output most
     likely means."""
     for M, N, K, dtype in shapes:
-        x = padded(M, K, torch.float16, 8)
-        w = padded(N, K, torch.float16, 24)
+        x = lab_check.operand(M, K, dtype=torch.float16, extra=8)
+        w = lab_check.operand(N, K, dtype=torch.float16, extra=24)
         y = lab_check.poisoned(M, N, dtype=dtype)
         if with_hints(lambda: linear(x, w, *tile, stages, out=y)) is None:
             raise NotImplementedError
@@ -131,7 +130,8 @@ def values_check(linear, shapes, tile, stages):
             lab_check.compare(f"{M}x{K} @ ({N}x{K})^T into {str(dtype).removeprefix('torch.')}", y, ref, tol)
         except AssertionError as e:
             def rerun():
-                return linear(zero_padded(x), zero_padded(w), *tile, stages, out=lab_check.poisoned(M, N, dtype=dtype))
+                return linear(lab_check.zero_guarded(x), lab_check.zero_guarded(w), *tile, stages,
+                              out=lab_check.poisoned(M, N, dtype=dtype))
             raise AssertionError(f"{e}{likely(y, ref, x, w, *tile, tol, rerun)}") from None
 
 
@@ -199,7 +199,9 @@ def stretch(linear_relu, kernel):
     def values():
         shapes = [(rng.randint(65, 300), rng.randint(65, 300), rng.randint(65, 300), torch.float32)]
         for M, N, K, dtype in shapes:
-            x, w, b = padded(M, K, torch.float16, 8), padded(N, K, torch.float16, 24), padded(1, N, torch.float16, 8)[0]
+            x = lab_check.operand(M, K, dtype=torch.float16, extra=8)
+            w = lab_check.operand(N, K, dtype=torch.float16, extra=24)
+            b = lab_check.operand(N, dtype=torch.float16)
             y = lab_check.poisoned(M, N, dtype=dtype)
             linear_relu(x, w, b, *TILE, 2, out=y)
             ref = torch.relu(x.double() @ w.double().T + b.double())

@@ -11,7 +11,6 @@ import triton
 from ..lab import aot, check as lab_check, tma_rules
 from ..lab.mode import DEVICE
 from ..ops import gemm
-from .l01_naive_loads_exercise import padded, zero_padded
 from .l02_cp_async_exercise import likely, with_hints
 
 TILE = (64, 64, 32)  # BLOCK_N != BLOCK_K: a W tile that is not transposed does not fit tl.dot
@@ -65,9 +64,9 @@ def _likely(y, x, w, b, ref, tol, interior_ok, rerun):
 
 def _values(linear, shapes, interior_ok=False):
     for M, N, K, dtype in shapes:
-        x = padded(M, K, torch.float16, 8)
-        w = padded(N, K, torch.float16, 24)
-        b = padded(1, N, torch.float16, 8)[0]
+        x = lab_check.operand(M, K, dtype=torch.float16, extra=8)
+        w = lab_check.operand(N, K, dtype=torch.float16, extra=24)
+        b = lab_check.operand(N, dtype=torch.float16)
         y = lab_check.poisoned(M, N, dtype=dtype)
         if with_hints(lambda: linear(x, w, b, *TILE, 2, out=y)) is None:
             raise NotImplementedError
@@ -77,7 +76,7 @@ def _values(linear, shapes, interior_ok=False):
             lab_check.compare(f"{M}x{K} @ ({N}x{K})^T + b into {str(dtype).removeprefix('torch.')}", y, ref, tol)
         except AssertionError as e:
             def rerun():
-                return linear(zero_padded(x), zero_padded(w), zero_padded(b), *TILE, 2,
+                return linear(lab_check.zero_guarded(x), lab_check.zero_guarded(w), lab_check.zero_guarded(b), *TILE, 2,
                               out=lab_check.poisoned(M, N, dtype=dtype))
             raise AssertionError(f"{e}{_likely(y, x, w, b, ref, tol, interior_ok, rerun)}") from None
 
