@@ -1,45 +1,223 @@
-"""Exercise 02's check, fed the wrong answers learners write: each must say what kind of wrong it is
-and where, not only that a number is off."""
-import torch
+"""Exercise 02's check, fed the wrong answers learners write for the pointer GEMM of a linear layer
+(y = x @ W^T, W stored N x K): each must say what kind of wrong it is and where, not only that a number
+is off."""
 import triton
 import triton.language as tl
 
 from conftest import report
 from kernels.lessons import l02_cp_async_exercise as ex02
-from kernels.ops import gemm
-from kernels.ops.gemm import grouped_tile
+
+# Every wrong kernel below is the solution with one mistake, marked "# <- ...". The tile's place, the
+# offsets, the accumulator and the store are the exercise's scaffold; the rest is what a learner writes.
 
 
-# ---- exercise 02: the pointer GEMM's K loop ------------------------------------------------------
+def _check(kernel):
+    def linear(x, w, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None):
+        return ex02.launch(kernel, x, w, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=out)
+    return report(ex02.check, linear, kernel)
+
 
 @triton.jit
-def _no_advance_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+def _right(x_ptr, w_ptr, y_ptr, M, N, K, stride_xm, stride_xk, stride_wn, stride_wk, stride_ym, stride_yn,
+           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = tl.program_id(0) // tiles_n, tl.program_id(0) % tiles_n
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     rk = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + rm[:, None] * stride_am + rk[None, :] * stride_ak
-    b_ptrs = b_ptr + rk[:, None] * stride_bk + rn[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):  # the pointers never move on: every step multiplies the first tiles
-        a = tl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)
-        b = tl.load(b_ptrs, mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * stride_cm + rn[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
+    x_ptrs = x_ptr + rm[:, None] * stride_xm + rk[None, :] * stride_xk
+    w_ptrs = w_ptr + rn[:, None] * stride_wn + rk[None, :] * stride_wk  # W's tile as stored, transposed for the dot
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        x = tl.load(x_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+        w = tl.load(w_ptrs, mask=(rn[:, None] < N) & (rk[None, :] < k_left), other=0.0)
+        acc = tl.dot(x, w.T, acc)
+        x_ptrs += BLOCK_K * stride_xk
+        w_ptrs += BLOCK_K * stride_wk
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :] * stride_yn, acc.to(y_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-def _launch(kernel, programs=None):
-    def matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, programs=programs, out=None):
-        c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
-        grid, args, meta = gemm.launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages)
-        kernel[(programs,) if programs else grid](*args, **meta)
-        return c
-    return matmul
+def test_ex02_the_right_kernel_passes():  # the other way round from the solution: W's tile loaded as stored
+    passed, text = _check(_right)
+    assert passed and "x 16-byte cp.async" in text, text
 
 
-def test_ex02_pointers_that_never_advance_are_wrong_everywhere():
-    passed, text = report(ex02.check, _launch(_no_advance_kernel), _no_advance_kernel)
-    assert not passed and "FAIL  matmul: values" in text
-    assert "elements off by more than 10% of the typical value: rows 0-" in text, text  # where: all of C
+# ---- the pointers never advance -----------------------------------------------------------------
+
+@triton.jit
+def _no_advance(x_ptr, w_ptr, y_ptr, M, N, K, stride_xm, stride_xk, stride_wn, stride_wk, stride_ym, stride_yn,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = tl.program_id(0) // tiles_n, tl.program_id(0) % tiles_n
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_ptrs = x_ptr + rm[:, None] * stride_xm + rk[None, :] * stride_xk
+    w_ptrs = w_ptr + rk[:, None] * stride_wk + rn[None, :] * stride_wn
+    for k in range(0, tl.cdiv(K, BLOCK_K)):  # <- the pointers never move on
+        k_left = K - k * BLOCK_K
+        x = tl.load(x_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+        w = tl.load(w_ptrs, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(x, w, acc)
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :] * stride_yn, acc.to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_ex02_pointers_that_never_advance_are_named():
+    passed, text = _check(_no_advance)
+    assert not passed and "FAIL  linear: values" in text, text
+    assert "the first K step's product repeated" in text and "the pointers never move on" in text, text
+
+
+# ---- the K tail bounded by K instead of what is left: a load past the edge ---------------------
+
+@triton.jit
+def _k_tail(x_ptr, w_ptr, y_ptr, M, N, K, stride_xm, stride_xk, stride_wn, stride_wk, stride_ym, stride_yn,
+            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = tl.program_id(0) // tiles_n, tl.program_id(0) % tiles_n
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_ptrs = x_ptr + rm[:, None] * stride_xm + rk[None, :] * stride_xk
+    w_ptrs = w_ptr + rk[:, None] * stride_wk + rn[None, :] * stride_wn
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        x = tl.load(x_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K), other=0.0)  # <- K, not K - k * BLOCK_K
+        w = tl.load(w_ptrs, mask=(rk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(x, w, acc)
+        x_ptrs += BLOCK_K * stride_xk
+        w_ptrs += BLOCK_K * stride_wk
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :] * stride_yn, acc.to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_ex02_a_k_tail_read_past_the_edge_is_named():
+    passed, text = _check(_k_tail)
+    assert not passed and "elements are NaN" in text and "a load read past an edge" in text, text
+    assert "with zeros instead of NaN past the edges the result is right" in text and "that is the K tail" in text, text
+
+
+# ---- W's strides swapped: W read as if it were K x N --------------------------------------------
+
+@triton.jit
+def _swapped_strides(x_ptr, w_ptr, y_ptr, M, N, K, stride_xm, stride_xk, stride_wn, stride_wk, stride_ym, stride_yn,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = tl.program_id(0) // tiles_n, tl.program_id(0) % tiles_n
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_ptrs = x_ptr + rm[:, None] * stride_xm + rk[None, :] * stride_xk
+    w_ptrs = w_ptr + rk[:, None] * stride_wn + rn[None, :] * stride_wk  # <- lesson 02's B: W read as K x N
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        x = tl.load(x_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+        w = tl.load(w_ptrs, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(x, w, acc)
+        x_ptrs += BLOCK_K * stride_xk
+        w_ptrs += BLOCK_K * stride_wn
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :] * stride_yn, acc.to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_ex02_swapped_strides_of_w_are_named():
+    passed, text = _check(_swapped_strides)
+    assert not passed and "FAIL  linear: values" in text, text
+    # on most shapes the reads stay in the checker's guard, and W's indexing is named; where K > N they run
+    # far past W, and the crash is reported as such
+    assert "every tile is wrong: check how W is indexed (W is N x K" in text or "the process running your kernel crashed" in text, text
+
+
+# ---- W advanced by the wrong stride -------------------------------------------------------------
+
+@triton.jit
+def _wrong_step(x_ptr, w_ptr, y_ptr, M, N, K, stride_xm, stride_xk, stride_wn, stride_wk, stride_ym, stride_yn,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = tl.program_id(0) // tiles_n, tl.program_id(0) % tiles_n
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_ptrs = x_ptr + rm[:, None] * stride_xm + rk[None, :] * stride_xk
+    w_ptrs = w_ptr + rk[:, None] * stride_wk + rn[None, :] * stride_wn
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        x = tl.load(x_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+        w = tl.load(w_ptrs, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(x, w, acc)
+        x_ptrs += BLOCK_K * stride_xk
+        w_ptrs += BLOCK_K * stride_wn  # <- a step of BLOCK_K rows of W, not BLOCK_K along K
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :] * stride_yn, acc.to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_ex02_a_pointer_step_along_the_wrong_axis_is_named():
+    passed, text = _check(_wrong_step)
+    assert not passed and "FAIL  linear: values" in text, text
+    assert "how far each step moves along K" in text or "the process running your kernel crashed" in text, text
+
+
+# ---- an fp16 accumulator ------------------------------------------------------------------------
+
+@triton.jit
+def _fp16_sum(x_ptr, w_ptr, y_ptr, M, N, K, stride_xm, stride_xk, stride_wn, stride_wk, stride_ym, stride_yn,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = tl.program_id(0) // tiles_n, tl.program_id(0) % tiles_n
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_ptrs = x_ptr + rm[:, None] * stride_xm + rk[None, :] * stride_xk
+    w_ptrs = w_ptr + rk[:, None] * stride_wk + rn[None, :] * stride_wn
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        k_left = K - k * BLOCK_K
+        x = tl.load(x_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+        w = tl.load(w_ptrs, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
+        acc += tl.dot(x, w, out_dtype=tl.float16)  # <- each step's product rounded to fp16
+        x_ptrs += BLOCK_K * stride_xk
+        w_ptrs += BLOCK_K * stride_wk
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :] * stride_yn, acc.to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_ex02_fp16_accumulation_is_named():
+    passed, text = _check(_fp16_sum)
+    assert not passed and "into float32" in text and "errors the size of fp16 rounding in the sum" in text, text
+
+
+# ---- one stage where three are asked ------------------------------------------------------------
+
+@triton.jit
+def _one_stage(x_ptr, w_ptr, y_ptr, M, N, K, stride_xm, stride_xk, stride_wn, stride_wk, stride_ym, stride_yn,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = tl.program_id(0) // tiles_n, tl.program_id(0) % tiles_n
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_ptrs = x_ptr + rm[:, None] * stride_xm + rk[None, :] * stride_xk
+    w_ptrs = w_ptr + rk[:, None] * stride_wk + rn[None, :] * stride_wn
+    for k in tl.range(0, tl.cdiv(K, BLOCK_K), num_stages=1):  # <- the loop's own stage count overrides the launch's
+        k_left = K - k * BLOCK_K
+        x = tl.load(x_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+        w = tl.load(w_ptrs, mask=(rk[:, None] < k_left) & (rn[None, :] < N), other=0.0)
+        acc = tl.dot(x, w, acc)
+        x_ptrs += BLOCK_K * stride_xk
+        w_ptrs += BLOCK_K * stride_wk
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :] * stride_yn, acc.to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_ex02_one_stage_where_three_are_asked_is_named():
+    passed, text = _check(_one_stage)
+    assert not passed and "pass  linear: values" in text, text  # right numbers: only the mechanism is missing
+    assert "FAIL  linear: cp.async at 3 stages: no cp.async at 3 stages" in text and "ld.global" in text, text
+    assert "tl.range(..., num_stages=1)" in text, text

@@ -1,19 +1,312 @@
-"""Exercise 03's check, fed the wrong answers learners write: each must say what kind of wrong it is
-and where, not only that a number is off."""
-import torch
+"""Exercise 03's check, fed the wrong answers learners write for a whole linear layer through tensor
+descriptors (y = x @ W^T + b, W stored N x K, no masks): each must say what kind of wrong it is and where,
+or what the compiled code lacks. The launcher is the exercise's own; only the kernel is wrong."""
+import triton
+import triton.language as tl
 
 from conftest import report
-from kernels.lab import tma_rules
 from kernels.lessons import l03_tma_descriptors_exercise as ex03
-from kernels.ops import gemm
+
+# Every wrong kernel below is the solution with one mistake, marked "# <- ...".
 
 
-# ---- exercise 03: pointer loads where TMA is asked -------------------------------------------------
+def _check(kernel):
+    def linear(x, w, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None):
+        return ex03.launch(kernel, x, w, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=out)
+    return report(ex03.check, linear, kernel)
 
-def test_ex03_pointer_loads_are_named_in_the_compiled_code():
-    def matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None):
-        c = torch.empty((a.shape[0], b.shape[1]), device=a.device, dtype=a.dtype) if out is None else out
-        tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]), ("C", c, [BLOCK_M, BLOCK_N]))
-        return gemm.matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=c)
-    passed, text = report(ex03.check, matmul, gemm.matmul_kernel)
-    assert not passed and "no cp.async.bulk.tensor in the sm_90 code" in text and "load the tiles with a descriptor" in text
+
+@triton.jit
+def _right(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [stride_wn, 1], [BLOCK_N, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), tl.trans(w_desc.load([off_n, k * BLOCK_K])), acc)
+    acc += b_desc.load([off_n])[None, :].to(tl.float32)
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_the_right_kernel_passes():
+    passed, text = _check(_right)
+    assert passed and "every byte through a tensor map" in text, text
+
+
+# ---- W described as lesson 03's B: K x N --------------------------------------------------------
+
+@triton.jit
+def _w_as_kn(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [K, N], [stride_wn, 1], [BLOCK_K, BLOCK_N])  # <- W is N x K
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([k * BLOCK_K, off_n]), acc)
+    acc += b_desc.load([off_n])[None, :].to(tl.float32)
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_w_described_as_k_by_n_is_named():
+    passed, text = _check(_w_as_kn)
+    assert not passed and "FAIL  linear layer: values, whole tiles" in text, text
+    assert "check how W is indexed (W is N x K: describe it as stored, shape [N, K]" in text, text
+
+
+# ---- the W tile not transposed ------------------------------------------------------------------
+
+@triton.jit
+def _no_transpose(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [stride_wn, 1], [BLOCK_N, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([off_n, k * BLOCK_K]), acc)  # <- no .T
+    acc += b_desc.load([off_n])[None, :].to(tl.float32)
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_an_untransposed_w_tile_is_named():
+    passed, text = _check(_no_transpose)
+    assert not passed and "FAIL  linear layer: values, whole tiles" in text, text
+    assert "equal reduction dimensions" in text and "the W tile loaded as W is stored is BLOCK_N x BLOCK_K" in text, text
+    assert "FAIL  linear layer: through TMA only" in text, text
+
+
+# ---- W through pointers (cp.async), y through pointers (st.global), the bias through a pointer --
+
+@triton.jit
+def _pointer_w(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+               BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    rn = off_n + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        kk = k * BLOCK_K + rk
+        w = tl.load(w_ptr + rn[:, None] * stride_wn + kk[None, :], mask=(rn[:, None] < N) & (kk[None, :] < K),
+                    other=0.0)  # <- W's tiles through pointers
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w.T, acc)
+    acc += b_desc.load([off_n])[None, :].to(tl.float32)
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_w_through_pointers_is_named_in_the_compiled_code():
+    passed, text = _check(_pointer_w)
+    assert not passed and "pass  linear layer: values, ragged edges" in text, text  # right numbers
+    assert "FAIL  linear layer: through TMA only" in text and "a tile of x or W still comes through pointers" in text, text
+
+
+@triton.jit
+def _pointer_store(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [stride_wn, 1], [BLOCK_N, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([off_n, k * BLOCK_K]).T, acc)
+    acc += b_desc.load([off_n])[None, :].to(tl.float32)
+    rm, rn = off_m + tl.arange(0, BLOCK_M), off_n + tl.arange(0, BLOCK_N)
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :], acc.to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))  # <- y through pointers
+
+
+def test_ex03_a_pointer_store_is_named_in_the_compiled_code():
+    passed, text = _check(_pointer_store)
+    assert not passed and "pass  linear layer: values, ragged edges" in text, text
+    assert "y is stored through pointers" in text, text
+
+
+@triton.jit
+def _pointer_bias(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [stride_wn, 1], [BLOCK_N, BLOCK_K])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([off_n, k * BLOCK_K]).T, acc)
+    rn = off_n + tl.arange(0, BLOCK_N)
+    acc += tl.load(b_ptr + rn, mask=rn < N, other=0.0)[None, :].to(tl.float32)  # <- a pointer and a mask
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_a_pointer_bias_is_named_in_the_compiled_code():
+    passed, text = _check(_pointer_bias)
+    assert not passed and "pass  linear layer: values, ragged edges" in text, text
+    assert "ld.global: something is still loaded through a pointer (the bias?" in text, text
+
+
+# ---- the bias: missing, or along the wrong axis -------------------------------------------------
+
+@triton.jit
+def _no_bias(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [stride_wn, 1], [BLOCK_N, BLOCK_K])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([off_n, k * BLOCK_K]).T, acc)
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))  # <- no bias
+
+
+def test_ex03_a_missing_bias_is_named():
+    passed, text = _check(_no_bias)
+    assert not passed and "the bias is missing" in text, text
+
+
+@triton.jit
+def _bias_by_row(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [stride_wn, 1], [BLOCK_N, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_M])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([off_n, k * BLOCK_K]).T, acc)
+    acc += b_desc.load([off_m])[:, None].to(tl.float32)  # <- one value per row
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_a_bias_along_the_rows_is_named():
+    passed, text = _check(_bias_by_row)
+    assert not passed and "the bias is added along the rows" in text, text
+
+
+# ---- a descriptor as wide as the row stride: the zero fill never happens ------------------------
+
+@triton.jit
+def _stride_as_extent(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, stride_xm], [stride_xm, 1], [BLOCK_M, BLOCK_K])  # <- [M, K]
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, stride_wn], [stride_wn, 1], [BLOCK_N, BLOCK_K])  # <- [N, K]
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([off_n, k * BLOCK_K]).T, acc)
+    acc += b_desc.load([off_n])[None, :].to(tl.float32)
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_a_descriptor_reaching_into_the_padding_is_named():
+    passed, text = _check(_stride_as_extent)
+    assert not passed and "elements are NaN" in text, text
+    assert "with zeros instead of NaN past the edges the result is right" in text, text
+    assert "a descriptor's shape reaches past the tensor into its padding" in text, text
+
+
+@triton.jit
+def _y_as_wide_as_its_stride(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                             GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [stride_wn, 1], [BLOCK_N, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, stride_ym], [stride_ym, 1], [BLOCK_M, BLOCK_N])  # <- [M, N]
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([off_n, k * BLOCK_K]).T, acc)
+    acc += b_desc.load([off_n])[None, :].to(tl.float32)
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_a_store_descriptor_wider_than_y_writes_into_its_padding():
+    passed, text = _check(_y_as_wide_as_its_stride)
+    assert not passed and "pass  linear layer: values, whole tiles" in text, text  # inside, all is well
+    assert "elements written outside the output" in text and "the row stride here is" in text, text
+    assert "tiles that lie inside the tensors came out right, so the edges are the problem" in text, text
+
+
+# ---- a K coordinate in steps, not elements -------------------------------------------------------
+
+@triton.jit
+def _k_in_steps(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [stride_wn, 1], [BLOCK_N, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k]), w_desc.load([off_n, k]).T, acc)  # <- k, not k * BLOCK_K
+    acc += b_desc.load([off_n])[None, :].to(tl.float32)
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_a_k_coordinate_in_steps_is_named():
+    passed, text = _check(_k_in_steps)
+    assert not passed and "FAIL  linear layer: values, whole tiles" in text, text
+    # the interpreter refuses a load at a coordinate that is not 16-byte aligned; a GPU loads it, and every
+    # tile comes out wrong
+    assert ("a load's coordinates are in elements: step k starts at k * BLOCK_K" in text
+            or "every tile is wrong" in text and "how far each step moves along K" in text), text
+
+
+# ---- an fp16 accumulator ------------------------------------------------------------------------
+
+@triton.jit
+def _fp16_sum(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)  # <- an fp16 accumulator
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [stride_wn, 1], [BLOCK_N, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([off_n, k * BLOCK_K]).T, acc, out_dtype=tl.float16)
+    out = acc.to(tl.float32) + b_desc.load([off_n])[None, :].to(tl.float32)
+    y_desc.store([off_m, off_n], out.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_fp16_accumulation_is_named():
+    passed, text = _check(_fp16_sum)
+    assert not passed and "into float32" in text and "errors the size of fp16 rounding in the sum" in text, text

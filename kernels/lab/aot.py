@@ -163,6 +163,14 @@ def short_error(e, lines=12):
 _WORKER = None
 
 
+def start_worker():
+    """Start the compile helper now if it is not running (before a check forks: see check.run)."""
+    worker = _worker()
+    with worker.lock:
+        if worker.proc is None or worker.proc.poll() is not None:
+            worker._start()
+
+
 def forget_worker():
     """Drop the compile helper (a check's child process may have left it mid-reply); the next compile
     starts a new one."""

@@ -37,14 +37,14 @@ INT_POISON = -(2 ** 30)
 BAND_ROWS = 256
 
 
-def _guarded(shape, dtype, device, fill, padded):
+def _guarded(shape, dtype, device, fill, padded, extra=None):
     elem = torch.empty((), dtype=dtype).element_size()
     rows, width = (1, shape[0]) if len(shape) == 1 else shape
     if len(shape) == 1 or not padded:
         stride = width
-    else:  # at least one 16-byte step of padding, and a stride that stays 16-byte aligned (a TMA rule)
+    else:  # at least one 16-byte step (or ``extra`` elements) of padding, the stride 16-byte aligned (a TMA rule)
         step = max(1, 16 // elem)
-        stride = -(-(width + step) // step) * step
+        stride = -(-(width + (extra or step)) // step) * step
     band = BAND_ROWS * stride if len(shape) == 2 else max(4096, width)
     base = torch.full((2 * band + rows * stride,), fill, dtype=dtype, device=device)
     view = base[band:band + rows * stride]
@@ -53,10 +53,22 @@ def _guarded(shape, dtype, device, fill, padded):
     return view
 
 
-def operand(*shape, dtype=torch.float16, device=DEVICE, padded=True):
-    """Fresh random normal input (1D or 2D) inside a NaN guard: a load past an edge reads NaN."""
-    view = _guarded(shape, dtype, device, float("nan"), padded)
-    view.copy_(torch.randn(shape, dtype=dtype, device=device))
+def operand(*shape, dtype=torch.float16, device=DEVICE, padded=True, extra=None):
+    """Fresh random normal input (1D or 2D) inside a NaN guard: a load past an edge reads NaN. ``extra``:
+    at least that many elements of padding per row (a different one per tensor gives each its own row
+    stride, so a kernel that mixes the strides up is caught)."""
+    view = _guarded(shape, dtype, device, float("nan"), padded, extra)
+    view.copy_(torch.randn(shape, device=device).to(dtype))
+    return view
+
+
+def zero_guarded(t):
+    """``operand`` ``t`` again, same values and strides, with zeros where its guard has NaN: rerun on it, a
+    kernel that only reads past an edge comes out right (so a K tail is told from a wrong index)."""
+    base, band, stride, _ = t._guard
+    base = base.nan_to_num(0.0)
+    view = base.as_strided(t.shape, t.stride(), t.storage_offset())
+    view._guard = (base, band, stride, 0.0)
     return view
 
 
@@ -152,7 +164,8 @@ def compare(name, out, ref, tol):
     if err > tol:
         scale = ref.double().pow(2).mean().sqrt().item()
         off = ok & ((out.double() - ref.double()).abs() > 10 * tol * scale)
-        detail = f" ({int(off.sum())} elements off by more than {10 * tol:.0%} of the typical value: {where(off)})" \
+        share = f"{10 * tol:.0%}" if 10 * tol >= 0.01 else f"{10 * tol:.0e}"
+        detail = f" ({int(off.sum())} elements off by more than {share} of the typical value: {where(off)})" \
             if off.any() else " (small errors everywhere: check the precision of the accumulator)"
         problems.append(f"relative error {err:.2e} exceeds {tol:.0e} in the elements written{detail}")
     raise AssertionError(f"{name}: " + "; ".join(problems))
@@ -254,6 +267,7 @@ def _outcome(fn):
 
 def _outcome_in_child(fn, timeout=None):
     timeout = timeout or TIMEOUT_S
+    aot.start_worker()  # here, so every child borrows one warm compile helper instead of starting its own
     read, write = os.pipe()
     sys.stdout.flush()
     pid = os.fork()

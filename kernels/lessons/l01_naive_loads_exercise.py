@@ -1,41 +1,128 @@
-"""The check behind exercises/01_naive_loads.ipynb: a tile copy, exact on ragged shapes and compiled
-to 16-byte loads."""
+"""The check behind exercises/01_naive_loads.ipynb: a fused residual update, ``out = h + alpha * f`` with
+``h`` and ``out`` fp32 and ``f`` fp16, each with its own row stride; exact up to fp32 rounding on ragged
+shapes, and compiled to 16-byte loads of both inputs."""
 import random
 
 import torch
+import triton
 
 from ..lab import aot, check as lab_check
 from ..lab.mode import DEVICE
 
-
-def _ragged_shapes(rng, n=3):
-    """Shapes that are not multiples of any tile: the edges need masks."""
-    return [(rng.randint(65, 400), rng.randint(65, 400)) for _ in range(n)]
+TILE = (32, 64)  # the values check's tile: small, so that the ragged shapes have several edge tiles
+TOL = 1e-5       # fp32 arithmetic lands within ~1e-7; one rounding to fp16 on the way costs ~1e-4
 
 
-def check(copy_2d, kernel):
-    """``copy_2d(x, out, BLOCK_M, BLOCK_N)`` launches ``kernel`` to copy a 2D tensor tile by tile."""
+def launch(kernel, h, f, alpha, out, BLOCK_M=64, BLOCK_N=128, num_warps=4):
+    """Launch ``kernel`` over the tiles of ``out`` (the launcher the exercise gives the learner)."""
+    M, N = out.shape
+    grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))
+    kernel[grid](h, f, out, M, N, h.stride(0), f.stride(0), out.stride(0), alpha,
+                 BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=num_warps)
+    return out
+
+
+def _likely(out, ref, err):
+    """What the pattern of a wrong output most likely means, for this task."""
+    written = ~lab_check.unwritten(out) & ~torch.isnan(out)
+    typical = ref.double().pow(2).mean().sqrt()
+    off = written & ((out.double() - ref.double()).abs() > 0.05 * typical)  # more than rounding can explain
+    rows_off, cols_off = off[1:].any(axis=1).sum(), off.any(axis=0).sum()
+    if off.any() and not off[0].any() and rows_off >= (off.shape[0] - 1) // 2 and cols_off >= off.shape[1] // 2:
+        return (" - row 0 is right and the rows after it are not: a row stride is wrong (each tensor has its "
+                "own, stride_hm, stride_fm and stride_om; the width N is not a row stride here)")
+    if lab_check.unwritten(out).any():
+        return (" - the launcher's grid is (row tiles, column tiles): program_id(0) owns rows "
+                "program_id(0) * BLOCK_M ... + BLOCK_M - 1 and program_id(1) the columns likewise; check that the "
+                "offsets give every program its own tile")
+    if not off.any() and err < 2e-3:
+        return (" - errors the size of fp16 rounding: part of the arithmetic ran in fp16. A scalar does not "
+                "promote a tensor in Triton (nor in PyTorch): alpha * f stays fp16 unless f is converted to "
+                "fp32 first; and keep h in fp32")
+    return ""
+
+
+def _narrow_loads(counts, needed):
+    widths = {k.split()[1]: v for k, v in counts.items() if k.startswith("ld.global ") and v}
+    narrow = {w: n for w, n in widths.items() if w != "128-bit"}
+    if not narrow:
+        return None
+    said = ", ".join(f"{n} x {w}" for w, n in sorted(widths.items(), key=lambda kv: int(kv[0].split("-")[0])))
+    if counts["ld.global"] < needed:
+        why = ("each load covers too few elements for a 16-byte vector per thread: load the whole "
+               "BLOCK_M x BLOCK_N tile with one tl.load per tensor, not a row (or a piece) at a time")
+    else:
+        why = ("the compiler could not prove that neighbouring columns are adjacent: keep the column index "
+               "a plain `start + tl.arange(0, BLOCK_N)` (clamping it with tl.minimum, a modulo or any other "
+               "arithmetic hides that) and handle the edges with a mask")
+    return (f"the loads compile to {said} ld.global per thread, where 16-byte vectors would take {needed} "
+            f"(8 fp16 or 4 fp32 each): {why}")
+
+
+def check(residual_add, kernel):
+    """``residual_add(h, f, alpha, out, BLOCK_M, BLOCK_N)`` launches ``kernel`` (arguments as in ``launch``)."""
     rng = random.Random()
 
     def values():
-        for (M, N), dtype in zip(_ragged_shapes(rng), (torch.float16, torch.float32, torch.float16)):
-            x = torch.randn(M, N, device=DEVICE, dtype=dtype)
-            out = lab_check.poison_like(x)
-            copy_2d(x, out, 32, 64)
-            lab_check.compare(f"copy of {M}x{N} {dtype}", out, x, 0.0)
-        return "exact on three ragged shapes, fp16 and fp32"
+        for _ in range(3):
+            M, N = rng.randint(65, 300), rng.randint(65, 300)
+            h = lab_check.operand(M, N, dtype=torch.float32, extra=8)  # three tensors, three row strides
+            f = lab_check.operand(M, N, dtype=torch.float16, extra=24)
+            out = lab_check.poisoned(M, N, dtype=torch.float32)
+            alpha = rng.uniform(0.25, 2.0)
+            residual_add(h, f, alpha, out, *TILE)
+            ref = h.double() + alpha * f.double()
+            try:
+                lab_check.compare(f"{M}x{N}", out, ref, TOL)
+            except AssertionError as e:
+                raise AssertionError(f"{e}{_likely(out, ref, lab_check.rel_err(out, ref))}") from None
+        return f"within {TOL:.0e} of h + alpha * f on three ragged shapes, three row strides each"
 
     def code():
-        x = torch.empty(4, dtype=torch.float16, device=DEVICE)
-        compiled = aot.compile_sm90(kernel, x, x, 16384, 16384, 16384, 16384, BLOCK_M=64, BLOCK_N=128, num_warps=4)
+        h, f = (torch.empty(4, dtype=d, device=DEVICE) for d in (torch.float32, torch.float16))
+        size = 16384
+        compiled = aot.compile_sm90(kernel, h, f, h, size, size, size + 64, size + 128, size + 32, 0.5,
+                                    BLOCK_M=64, BLOCK_N=128, num_warps=4)
         counts = compiled.counts()
         if not counts["ld.global"]:
             raise lab_check.NotAttempted("the kernel loads nothing")
-        narrow = {k: v for k, v in counts.items() if k.startswith("ld.global ") and k != "ld.global 128-bit" and v}
-        if narrow or not counts["ld.global 128-bit"]:
-            raise AssertionError(f"the loads compile to {narrow or counts}, not 16-byte vectors: index the "
-                                 "contiguous dimension with unit stride (x_ptr + rows * stride + cols), so the "
-                                 "compiler can prove that 8 neighbouring fp16 elements are adjacent")
-        return f"{counts['ld.global 128-bit']} x 128-bit ld.global per thread for a 64x128 fp16 tile"
+        needed = 64 * 128 * (4 + 2) // 16 // 128  # both tiles in 16-byte pieces, over 128 threads
+        problem = _narrow_loads(counts, needed)
+        if problem:
+            raise AssertionError(problem)
+        return (f"{counts['ld.global 128-bit']} x 128-bit ld.global per thread for a 64x128 tile of h (fp32) and "
+                f"of f (fp16): every load 16 bytes")
 
-    return lab_check.run("exercise 01", [("copy: values", values), ("copy: 16-byte loads", code)])
+    return lab_check.run("exercise 01", [("residual add: values", values), ("residual add: 16-byte loads", code)])
+
+
+def stretch(kernel):
+    """The optional stretch goal: ``kernel(h, f, bias, out, M, N, stride_hm, stride_fm, stride_om, alpha, BLOCK_M,
+    BLOCK_N)`` adds a per-column fp32 ``bias`` too. Checks the values on one ragged shape, then shows the width
+    of each load in the sm_90 code, the bias's beside the tiles'."""
+    rng = random.Random()
+
+    def values():
+        M, N = rng.randint(65, 300), rng.randint(65, 300)
+        h = lab_check.operand(M, N, dtype=torch.float32, extra=8)
+        f = lab_check.operand(M, N, dtype=torch.float16, extra=24)
+        bias = lab_check.operand(N, dtype=torch.float32)
+        out = lab_check.poisoned(M, N, dtype=torch.float32)
+        kernel[(triton.cdiv(M, TILE[0]), triton.cdiv(N, TILE[1]))](
+            h, f, bias, out, M, N, h.stride(0), f.stride(0), out.stride(0), 0.75, BLOCK_M=TILE[0], BLOCK_N=TILE[1])
+        lab_check.compare(f"{M}x{N}", out, h.double() + 0.75 * f.double() + bias.double(), TOL)
+        return "h + alpha * f + bias right on a ragged shape"
+
+    def code():
+        h, f = (torch.empty(4, dtype=d, device=DEVICE) for d in (torch.float32, torch.float16))
+        lines = []
+        for BLOCK_M, BLOCK_N in ((64, 128), (16, 512)):
+            counts = aot.compile_sm90(kernel, h, f, h, h, 16384, 16384, 16384, 16384, 16384, 0.5,
+                                      BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=4).counts()
+            widths = {k.split()[1]: v for k, v in counts.items() if k.startswith("ld.global ") and v}
+            lines.append(f"{BLOCK_M}x{BLOCK_N}: " + ", ".join(f"{n} x {w}" for w, n in sorted(
+                widths.items(), key=lambda kv: -int(kv[0].split("-")[0]))) + " ld.global per thread")
+        return "; ".join(lines)
+
+    lab_check.run("stretch (optional)", [("residual add + bias: values", values),
+                                                ("residual add + bias: load widths", code)])

@@ -1,28 +1,223 @@
-"""The check behind exercises/02_cp_async.ipynb: the pointer GEMM's K loop, right on ragged shapes
-and pipelined into cp.async at three stages."""
+"""The check behind exercises/02_cp_async.ipynb: the pointer GEMM of an ``nn.Linear`` layer, ``y = x @ W^T``
+with the weight ``W`` stored N x K as PyTorch keeps it. Right on ragged shapes, and pipelined into 16-byte
+``cp.async`` at three stages."""
 import random
+import re
 
-from ..lab import check as lab_check
+import torch
+import triton
+
+from ..lab import aot, check as lab_check, isa
+from ..lab.mode import DEVICE
 from ..ops import gemm
 
+TILE = (32, 32, 32)  # the values check's tile: ragged shapes get edge tiles on every side and a K tail
 
-def check(matmul, kernel):
-    """``matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None)`` launches ``kernel`` (args as gemm.matmul_kernel)
-    into ``out`` (a new tensor when None)."""
+
+def launch_args(x, w, y, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps=None, GROUP_M=8):
+    """(grid, args, meta) of one launch of a kernel with the exercise's signature."""
+    M, K = x.shape
+    N = w.shape[0]
+    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
+    args = (x, w, y, M, N, K, x.stride(0), x.stride(1), w.stride(0), w.stride(1), y.stride(0), y.stride(1))
+    meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, num_stages=stages,
+                num_warps=num_warps or gemm.default_warps(BLOCK_M, BLOCK_N))
+    return grid, args, meta
+
+
+def launch(kernel, x, w, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None):
+    """y = x @ w.T through ``kernel`` (the launcher the exercise gives the learner)."""
+    y = torch.empty((x.shape[0], w.shape[0]), device=x.device, dtype=x.dtype) if out is None else out
+    grid, args, meta = launch_args(x, w, y, BLOCK_M, BLOCK_N, BLOCK_K, stages)
+    kernel[grid](*args, **meta)
+    return y
+
+
+def tiles(mask, BLOCK_M, BLOCK_N, count=False):
+    """The output tiles (row tile, column tile) a mask touches, in words (or how many, with ``count``)."""
+    t = torch.nn.functional.pad(mask.to(torch.uint8), (0, -mask.shape[1] % BLOCK_N, 0, -mask.shape[0] % BLOCK_M)).bool()
+    hit = t.reshape(t.shape[0] // BLOCK_M, BLOCK_M, t.shape[1] // BLOCK_N, BLOCK_N).any(3).any(1)
+    if count:
+        return int(hit.sum())
+    where = [tuple(ij) for ij in hit.nonzero().tolist()]
+    listed = ", ".join(map(str, where[:6])) + (", ..." if len(where) > 6 else "")
+    return f"{len(where)} of {hit.numel()} {BLOCK_M}x{BLOCK_N} tiles: {listed}"
+
+
+def _no_advance(x, w, BLOCK_K):
+    """What a K loop computes when its pointers never move on: the first K step, again and again (the last
+    time under the tail's mask)."""
+    K = x.shape[1]
+    steps = triton.cdiv(K, BLOCK_K)
+    first, tail = min(BLOCK_K, K), K - (steps - 1) * BLOCK_K
+    xf, wf = x.double(), w.double()
+    return (steps - 1) * (xf[:, :first] @ wf[:, :first].T) + xf[:, :tail] @ wf[:, :tail].T
+
+
+W_BY_POINTERS = "W is N x K: element (n, k) at w_ptr + n * stride_wn + k * stride_wk"
+K_TAIL_BY_POINTERS = "that is the K tail, which needs its own bound (K - k * BLOCK_K, with other=0.0)"
+
+
+def likely(out, ref, x, w, BLOCK_M, BLOCK_N, BLOCK_K, tol, rerun=None, w_indexing=W_BY_POINTERS,
+           k_tail=K_TAIL_BY_POINTERS):
+    """What the pattern of a wrong GEMM output most likely means. ``rerun()`` runs the kernel again on the same
+    values with zeros instead of NaN past every edge: if that comes out right, the kernel's only fault is a
+    read past an edge. (Shared with exercise 03, which says how W is indexed, and the K tail handled, through
+    descriptors.)"""
+    said = ""
+    if torch.isnan(out).any() and rerun is not None:
+        out = rerun()
+        nan = torch.isnan(out)
+        if not nan.any() and lab_check.rel_err(out, ref) < 1e-2:
+            return (" - with zeros instead of NaN past the edges the result is right: the only fault is a read "
+                    f"past the end of the rows of x or W in the last K step; {k_tail}")
+        said = " - with zeros instead of NaN past the edges it is still wrong:"
+    written = ~lab_check.unwritten(out) & ~torch.isnan(out)
+    typical = ref.double().pow(2).mean().sqrt()
+    off = written & ((out.double() - ref.double()).abs() > 0.05 * typical)
+    if not off.any():
+        err = lab_check.rel_err(out[written], ref[written]) if written.any() else 0.0
+        if tol < err < 2e-3:
+            return (f"{said or ' -'} errors the size of fp16 rounding in the sum: accumulate in fp32 (the acc "
+                    "given) and let tl.dot return fp32 (no out_dtype=tl.float16, no fp16 accumulator)")
+        return ""
+    if written.all() and lab_check.rel_err(out, _no_advance(x, w, BLOCK_K)) < 1e-2:
+        return (f"{said or ' -'} the output is the first K step's product repeated K / BLOCK_K times: the "
+                "pointers never move on; advance both by BLOCK_K along K after each step")
+    if tiles(off, BLOCK_M, BLOCK_N, count=True) == tiles(torch.ones_like(off), BLOCK_M, BLOCK_N, count=True):
+        return (f"{said or ' -'} every tile is wrong: check how W is indexed ({w_indexing}) and how far each "
+                "step moves along K (BLOCK_K)")
+    return f"{said or ' -'} the wrong elements fall in {tiles(off, BLOCK_M, BLOCK_N)}"
+
+
+# what Triton says when a kernel of these exercises goes wrong in a typical way, and what it means here
+HINTS = (("equal reduction dimensions", "the W tile loaded as W is stored is BLOCK_N x BLOCK_K; tl.dot needs "
+          "BLOCK_K x BLOCK_N: hand it the transposed tile, w.T"),
+         ("offset start must be 16-byte aligned", "a load's coordinates are in elements: step k starts at "
+          "k * BLOCK_K along K"))
+
+
+def with_hints(fn, hints=HINTS):
+    """``fn()``; an error from the learner's kernel that ``hints`` know comes back as a failure that says what it
+    means here (any other error goes on to the checker's own handling)."""
+    try:
+        return fn()
+    except Exception as e:
+        chain, inner = [], e
+        while inner is not None and len(chain) < 8:
+            chain.append(str(inner))
+            inner = inner.__cause__ or inner.__context__
+        hint = next((h for key, h in hints if any(key in text for text in chain)), None)
+        if hint is None or lab_check.is_stub(e):
+            raise
+        said = lab_check.explain(e) if hasattr(lab_check, "explain") else f"{type(e).__name__}: {e}"
+        raise AssertionError(f"{said} - {hint}") from None
+
+
+def values_check(linear, shapes, tile, stages):
+    """Run ``linear(x, w, *tile, stages, out=y)`` on fresh inputs of each (M, N, K, out dtype): x, W and y with
+    three different row strides, NaN beyond every edge of x and W, y poisoned. Names what a wrong output most
+    likely means."""
+    for M, N, K, dtype in shapes:
+        x = lab_check.operand(M, K, dtype=torch.float16, extra=8)
+        w = lab_check.operand(N, K, dtype=torch.float16, extra=24)
+        y = lab_check.poisoned(M, N, dtype=dtype)
+        if with_hints(lambda: linear(x, w, *tile, stages, out=y)) is None:
+            raise NotImplementedError
+        ref = x.double() @ w.double().T
+        tol = 1e-2 if dtype == torch.float16 else 1e-5
+        try:
+            lab_check.compare(f"{M}x{K} @ ({N}x{K})^T into {str(dtype).removeprefix('torch.')}", y, ref, tol)
+        except AssertionError as e:
+            def rerun():
+                return linear(lab_check.zero_guarded(x), lab_check.zero_guarded(w), *tile, stages,
+                              out=lab_check.poisoned(M, N, dtype=dtype))
+            raise AssertionError(f"{e}{likely(y, ref, x, w, *tile, tol, rerun)}") from None
+
+
+def cp_async_sizes(ptx):
+    """Bytes per cp.async instruction in the PTX: {size: count}."""
+    sizes = {}
+    for line in isa.lines(ptx, "cp.async.cg", "cp.async.ca", limit=10 ** 6):
+        m = re.search(r"\],\s*(0x[0-9a-f]+|\d+)", line)
+        if m:
+            size = int(m.group(1), 0)
+            sizes[size] = sizes.get(size, 0) + 1
+    return sizes
+
+
+def compile_linear(kernel, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, size=4096):
+    x, w, y = (torch.empty(size, size, device=DEVICE, dtype=torch.float16) for _ in range(3))
+    _, args, meta = launch_args(x, w, y, BLOCK_M, BLOCK_N, BLOCK_K, stages)
+    return aot.compile_sm90(kernel, *args, **meta)
+
+
+def pipelined(compiled, stages=3):
+    """Raise AssertionError unless the compiled GEMM multiplies with tensor cores and brings its tiles in
+    with 16-byte cp.async; return the counts in words."""
+    counts = compiled.counts()
+    if not counts["wgmma"] and not counts["mma.sync"]:
+        raise AssertionError("no tl.dot in the compiled code (no wgmma, no mma): multiply the tiles with tl.dot; "
+                             "the loads that feed it are what the pipeliner turns into cp.async")
+    if not counts["cp.async"]:
+        raise AssertionError(f"no cp.async at {stages} stages: the tiles come in through {counts['ld.global']} "
+                             "ld.global, which wait for their data. The pipeliner rewrites the loads of a K loop "
+                             "that feed tl.dot; a loop written as tl.range(..., num_stages=1), or loads outside "
+                             "the loop, keep it from doing so")
+    sizes = cp_async_sizes(compiled.ptx)
+    if set(sizes) != {16}:
+        raise AssertionError(f"cp.async moves {', '.join(f'{n} x {s} B' for s, n in sorted(sizes.items()))}: pieces "
+                             "under 16 bytes mean the compiler could not prove 8 neighbouring fp16 along K are "
+                             "adjacent; index K as a plain k * BLOCK_K + tl.arange along the unit stride")
+    return (f"{counts['cp.async']} x 16-byte cp.async ({counts['LDGSTS']} LDGSTS) and "
+            f"{counts['cp.async.wait_group']} cp.async.wait_group at {stages} stages")
+
+
+def check(linear, kernel):
+    """``linear(x, w, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None)`` launches ``kernel`` (arguments as in
+    ``launch_args``) into ``out``."""
     rng = random.Random()
 
     def values():
-        lab_check.gemm_values(matmul, [(rng.randint(65, 300), rng.randint(65, 300), rng.randint(65, 300)) for _ in range(3)],
-                     32, 32, 32, 2)
-        return "within 1e-2 of torch on three ragged shapes"
+        shapes = [(rng.randint(65, 200), rng.randint(65, 200), rng.randint(65, 200), dtype)
+                  for dtype in (torch.float16, torch.float16, torch.float32)]
+        values_check(linear, shapes, TILE, 2)
+        return ("within 1e-2 of torch on two ragged shapes into fp16, within 1e-5 on one into fp32 "
+                "(x, W and y with different row strides)")
 
     def code():
-        compiled = lab_check.require_dot(gemm.compile_sm90(kernel, 128, 128, 64, 3, shape=(4096, 4096, 4096)))
-        counts = compiled.counts()
-        lab_check.require(compiled, "cp.async", "at 3 stages the loads feeding tl.dot should become asynchronous "
-                      "copies; they do when the loop's loads go straight into tl.dot and the pointers advance by a "
-                      "loop-invariant step")
-        return (f"{counts['cp.async']} cp.async and {counts['cp.async.wait_group']} cp.async.wait_group "
-                f"at 3 stages")
+        return pipelined(with_hints(lambda: compile_linear(kernel)))
 
-    return lab_check.run("exercise 02", [("matmul: values", values), ("matmul: cp.async at 3 stages", code)])
+    return lab_check.run("exercise 02", [("linear: values", values), ("linear: cp.async at 3 stages", code)])
+
+
+def stretch(linear_relu, kernel):
+    """The optional stretch goal: ``linear_relu(x, w, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None)`` computes
+    relu(x @ W^T + b) through ``kernel`` (the exercise's arguments, with ``b_ptr`` after ``w_ptr``)."""
+    rng = random.Random()
+
+    def values():
+        shapes = [(rng.randint(65, 300), rng.randint(65, 300), rng.randint(65, 300), torch.float32)]
+        for M, N, K, dtype in shapes:
+            x = lab_check.operand(M, K, dtype=torch.float16, extra=8)
+            w = lab_check.operand(N, K, dtype=torch.float16, extra=24)
+            b = lab_check.operand(N, dtype=torch.float16)
+            y = lab_check.poisoned(M, N, dtype=dtype)
+            linear_relu(x, w, b, *TILE, 2, out=y)
+            ref = torch.relu(x.double() @ w.double().T + b.double())
+            try:
+                lab_check.compare(f"relu({M}x{K} @ ({N}x{K})^T + b)", y, ref, 1e-5)
+            except AssertionError as e:
+                extra = (" - no element is zero: the ReLU is missing" if not (y == 0).any() else
+                         " - compare with the bias left out: is it added along the columns (one value per n)?")
+                raise AssertionError(f"{e}{extra}") from None
+        return "relu(x @ W^T + b) right on a ragged shape"
+
+    def code():
+        x, w, b, y = (torch.empty(4096, 4096, device=DEVICE, dtype=torch.float16) for _ in range(4))
+        _, args, meta = launch_args(x, w, y, 128, 128, 64, 3)
+        args = args[:2] + (b[0],) + args[2:]
+        return pipelined(aot.compile_sm90(kernel, *args, **meta)) + ": the epilogue leaves the K loop's ring alone"
+
+    lab_check.run("stretch (optional)", [("linear + bias + ReLU: values", values),
+                                                ("linear + bias + ReLU: cp.async at 3 stages", code)])

@@ -1,52 +1,163 @@
-"""The check behind exercises/03_tma_descriptors.ipynb: a GEMM through tensor descriptors, right on
-ragged shapes, compiled to TMA loads, refusing operands that break a TMA rule."""
+"""The check behind exercises/03_tma_descriptors.ipynb: a whole ``nn.Linear`` layer, ``y = x @ W^T + b``,
+with every byte moved through tensor descriptors: ``W`` described as stored (N x K) and its tile
+transposed in the kernel, the bias through a 1D descriptor, ``y`` stored through its own, no mask
+anywhere. Right inside and at ragged edges (where TMA's zero fill and clipping do the masks' work), and
+compiled to TMA loads and a TMA store with no pointer access left."""
 import random
 
 import torch
+import triton
 
-from ..lab import check as lab_check
-from ..lab.errors import TMAError
+from ..lab import aot, check as lab_check, tma_rules
 from ..lab.mode import DEVICE
 from ..ops import gemm
+from .l02_cp_async_exercise import likely, with_hints
+
+TILE = (64, 64, 32)  # BLOCK_N != BLOCK_K: a W tile that is not transposed does not fit tl.dot
+INTERIOR = (2 * TILE[0], 2 * TILE[1], 3 * TILE[2])  # whole tiles: no edge anywhere
+K_TAIL_BY_DESCRIPTOR = ("a descriptor's shape reaches past the tensor into its padding: TMA fills with zeros only "
+                        "past the shape you give it, so describe x as [M, K] and W as [N, K], not as wide as "
+                        "their row strides")
+W_BY_DESCRIPTOR = ("W is N x K: describe it as stored, shape [N, K] with strides [stride_wn, 1], load [BLOCK_N, "
+                   "BLOCK_K] tiles at [n, k] and hand tl.dot the transposed tile, w.T")
 
 
-def check(matmul, kernel):
-    """``matmul(a, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None)`` launches ``kernel`` (args as
-    gemm.matmul_kernel) into ``out``, checking the TMA rules on its operands first."""
+def launch_args(x, w, b, y, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps=None, GROUP_M=8):
+    """(grid, args, meta) of one launch of a kernel with the exercise's signature."""
+    M, K = x.shape
+    N = w.shape[0]
+    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)
+    args = (x, w, b, y, M, N, K, x.stride(0), w.stride(0), y.stride(0))
+    meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, num_stages=stages,
+                num_warps=num_warps or gemm.default_warps(BLOCK_M, BLOCK_N))
+    return grid, args, meta
+
+
+def launch(kernel, x, w, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None):
+    """y = x @ w.T + b through ``kernel`` (the launcher the exercise gives the learner)."""
+    y = torch.empty((x.shape[0], w.shape[0]), device=x.device, dtype=x.dtype) if out is None else out
+    tma_rules.ready(("x", x, [BLOCK_M, BLOCK_K]), ("W", w, [BLOCK_N, BLOCK_K]), ("b", b, [BLOCK_N]),
+                    ("y", y, [BLOCK_M, BLOCK_N]))
+    grid, args, meta = launch_args(x, w, b, y, BLOCK_M, BLOCK_N, BLOCK_K, stages)
+    kernel[grid](*args, **meta)
+    return y
+
+
+def _likely(y, x, w, b, ref, tol, interior_ok, rerun):
+    """What a wrong output most likely means, for this task."""
+    written = ~lab_check.unwritten(y) & ~torch.isnan(y)
+    product = x.double() @ w.double().T
+    rows_bias = torch.zeros(y.shape[0], dtype=torch.float64, device=y.device)
+    rows_bias[:min(y.shape[0], b.numel())] = b.double()[:y.shape[0]]  # b read by row; zero past its end
+    for candidate, meaning in ((product, "the bias is missing: add it in the epilogue, one value per column"),
+                               (product + rows_bias[:, None], "the bias is added along the rows (one value per m); "
+                                "it belongs to the output features: one value per column n, bias[None, :]")):
+        if written.any() and lab_check.rel_err(y[written], candidate[written]) < 1e-2:
+            return " - " + meaning
+    hint = likely(y, ref, x, w, *TILE, tol, rerun, w_indexing=W_BY_DESCRIPTOR, k_tail=K_TAIL_BY_DESCRIPTOR)
+    if interior_ok and "fp16 rounding" not in hint:
+        hint += (" - tiles that lie inside the tensors came out right, so the edges are the problem: give every "
+                 "descriptor the tensor's own shape ([M, K], [N, K], [N], [M, N]); TMA zero-fills loads past it "
+                 "and clips the store")
+    return hint
+
+
+def _values(linear, shapes, interior_ok=False):
+    for M, N, K, dtype in shapes:
+        x = lab_check.operand(M, K, dtype=torch.float16, extra=8)
+        w = lab_check.operand(N, K, dtype=torch.float16, extra=24)
+        b = lab_check.operand(N, dtype=torch.float16)
+        y = lab_check.poisoned(M, N, dtype=dtype)
+        if with_hints(lambda: linear(x, w, b, *TILE, 2, out=y)) is None:
+            raise NotImplementedError
+        ref = x.double() @ w.double().T + b.double()
+        tol = 1e-2 if dtype == torch.float16 else 1e-5
+        try:
+            lab_check.compare(f"{M}x{K} @ ({N}x{K})^T + b into {str(dtype).removeprefix('torch.')}", y, ref, tol)
+        except AssertionError as e:
+            def rerun():
+                return linear(lab_check.zero_guarded(x), lab_check.zero_guarded(w), lab_check.zero_guarded(b), *TILE, 2,
+                              out=lab_check.poisoned(M, N, dtype=dtype))
+            raise AssertionError(f"{e}{_likely(y, x, w, b, ref, tol, interior_ok, rerun)}") from None
+
+
+def compile_linear(kernel, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, size=4096):
+    x, w, y = (torch.empty(size, size, device=DEVICE, dtype=torch.float16) for _ in range(3))
+    _, args, meta = launch_args(x, w, x[0], y, BLOCK_M, BLOCK_N, BLOCK_K, stages)
+    return aot.compile_sm90(kernel, *args, **meta)
+
+
+def through_tma(compiled):
+    """Raise AssertionError unless every global access of the compiled kernel is a TMA copy."""
+    counts = compiled.counts()
+    if not counts["wgmma"] and not counts["mma.sync"]:
+        raise AssertionError("no tl.dot in the compiled code (no wgmma, no mma): multiply the tiles with tl.dot")
+    problems = []
+    if counts["cp.async"]:
+        problems.append(f"{counts['cp.async']} cp.async: a tile of x or W still comes through pointers (lesson 02's "
+                        "cp.async); load both through their descriptors, desc.load([row, col])")
+    if counts["ld.global"]:
+        problems.append(f"{counts['ld.global']} ld.global: something is still loaded through a pointer (the bias? "
+                        "it can have a descriptor too: shape [N], strides [1], block [BLOCK_N])")
+    if counts["st.global"] or not counts["cp.async.bulk.tensor store"]:
+        problems.append(f"{counts['st.global']} st.global and {counts['cp.async.bulk.tensor store']} TMA stores: y "
+                        "is stored through pointers; store the tile through y's descriptor, desc.store([row, col], tile)")
+    if not counts["cp.async.bulk.tensor load"]:
+        problems.append("no cp.async.bulk.tensor load at all: the tiles do not come through descriptors")
+    if problems:
+        raise AssertionError("; ".join(problems))
+    return (f"{counts['cp.async.bulk.tensor load']} TMA loads (UTMALDG: {counts['UTMALDG']}), "
+            f"{counts['cp.async.bulk.tensor store']} TMA store, {counts['mbarrier']} mbarrier operations; "
+            "no ld.global, st.global or cp.async: every byte through a tensor map")
+
+
+def check(linear, kernel):
+    """``linear(x, w, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None)`` launches ``kernel`` (arguments as in
+    ``launch_args``) into ``out``."""
     rng = random.Random()
 
-    def values():  # ragged against the tiles; K and N stay multiples of 8 (16-byte row strides)
-        lab_check.gemm_values(matmul, [(rng.randint(65, 300), 8 * rng.randint(9, 40), 8 * rng.randint(9, 40))
-                              for _ in range(3)], 64, 64, 32, 2)
-        return "within 1e-2 of torch on three ragged shapes, edge tiles included"
+    def interior():
+        _values(linear, [(*INTERIOR, torch.float16)])
+        return "right where every tile lies inside the tensors"
+
+    def edges():  # ragged everywhere, K too: only the descriptors' shapes keep the edges right
+        try:
+            _values(linear, [(*INTERIOR, torch.float16)])
+            interior_ok = True
+        except AssertionError:
+            interior_ok = False
+        shapes = [(rng.randint(65, 200), rng.randint(65, 200), rng.randint(65, 200), dtype)
+                  for dtype in (torch.float16, torch.float16, torch.float32)]
+        _values(linear, shapes, interior_ok)
+        return ("within 1e-2 of torch on two ragged shapes into fp16, 1e-5 on one into fp32: the zero fill and "
+                "the clipped store did the masks' work")
 
     def code():
-        compiled = lab_check.require_dot(gemm.compile_sm90(kernel, 128, 128, 64, 3, shape=(4096, 4096, 4096)))
-        counts = compiled.counts()
-        if not counts["cp.async.bulk.tensor load"]:
-            raise AssertionError(f"no cp.async.bulk.tensor in the sm_90 code ({counts['ld.global']} ld.global, "
-                                 f"{counts['cp.async']} cp.async): load the tiles with a descriptor's .load([row, col]), "
-                                 "not through pointers")
-        return (f"{counts['cp.async.bulk.tensor load']} TMA loads (UTMALDG: {counts['UTMALDG']}), "
-                f"{counts['mbarrier']} mbarrier operations, {counts['ld.global']} ld.global")
+        return through_tma(with_hints(lambda: compile_linear(kernel)))
 
-    def rules():
-        ok = matmul(*(torch.randn(64, 64, device=DEVICE, dtype=torch.float16) for _ in range(2)), 64, 64, 32, 2)
-        if ok is None or not ok.abs().max() > 0:
-            raise lab_check.NotAttempted("write the kernel first")
-        a = torch.randn(64, 100, device=DEVICE, dtype=torch.float16)  # rows of 200 bytes
-        b = torch.randn(100, 64, device=DEVICE, dtype=torch.float16)
-        sq = torch.randn(64, 64, device=DEVICE, dtype=torch.float16)
-        msgs = []
-        for what, x, y in (("a 200-byte row stride", a, b), ("a column-major B", sq, sq.t())):
-            try:
-                matmul(x, y, 64, 64, 32, 2)
-            except TMAError as e:
-                msgs.append(f"{what} is refused: {e}")
-                continue
-            raise AssertionError(f"{what} was launched: check the operands with kernels.lab.tma_rules.check_operand "
-                                 "before building descriptors, so the learner sees the rule, not a crash")
-        return "; ".join(msgs)
+    return lab_check.run("exercise 03", [("linear layer: values, whole tiles", interior),
+                                         ("linear layer: values, ragged edges (no masks)", edges),
+                                         ("linear layer: through TMA only", code)])
 
-    return lab_check.run("exercise 03", [("TMA matmul: values", values), ("TMA matmul: cp.async.bulk.tensor", code),
-                                     ("TMA rules on bad inputs", rules)])
+
+def stretch(linear_host, kernel):
+    """The optional stretch goal: the same layer with host-side descriptors. ``linear_host(x, w, b, BLOCK_M,
+    BLOCK_N, BLOCK_K, stages, out=None)`` builds them and launches ``kernel(x_desc, w_desc, b_desc, y_desc, M, N,
+    K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)``."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    rng = random.Random()
+
+    def values():
+        _values(linear_host, [(rng.randint(65, 300), rng.randint(65, 300), rng.randint(65, 300), torch.float16)])
+        return "right on a ragged shape"
+
+    def code():
+        x, w, y = (torch.empty(4096, 4096, device=DEVICE, dtype=torch.float16) for _ in range(3))
+        BLOCK_M, BLOCK_N, BLOCK_K = 128, 128, 64
+        descs = (TensorDescriptor.from_tensor(x, [BLOCK_M, BLOCK_K]), TensorDescriptor.from_tensor(w, [BLOCK_N, BLOCK_K]),
+                 TensorDescriptor.from_tensor(x[0], [BLOCK_N]), TensorDescriptor.from_tensor(y, [BLOCK_M, BLOCK_N]))
+        compiled = aot.compile_sm90(kernel, *descs, 4096, 4096, 4096, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                                    BLOCK_K=BLOCK_K, GROUP_M=8, num_stages=3, num_warps=8)
+        return through_tma(compiled)
+
+    lab_check.run("stretch (optional)", [("host descriptors: values", values), ("host descriptors: through TMA", code)])
