@@ -120,7 +120,7 @@ class _Worker:
     """One long-lived compile-only Python process (import cost paid once), spoken to in JSON lines."""
 
     def __init__(self):
-        self.proc = None
+        self.proc, self.owner = None, None
         self.lock = threading.Lock()
         self.cache = {}
 
@@ -128,6 +128,7 @@ class _Worker:
         env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
         env["COURSE_AOT_WORKER"] = "1"
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        self.owner = os.getpid()
         self.proc = subprocess.Popen([sys.executable, "-m", "kernels.lab._aot_worker"], cwd=ROOT, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, bufsize=1)
@@ -136,7 +137,8 @@ class _Worker:
         key = json.dumps(req, sort_keys=True)
         with self.lock:
             if key not in self.cache:
-                if self.proc is None or self.proc.poll() is not None:
+                # poll() only where the helper was started: in a check's forked child it answers "exited"
+                if self.proc is None or (os.getpid() == self.owner and self.proc.poll() is not None):
                     self._start()
                 self.proc.stdin.write(key + "\n")
                 self.proc.stdin.flush()
@@ -167,7 +169,7 @@ def start_worker():
     """Start the compile helper now if it is not running (before a check forks: see check.run)."""
     worker = _worker()
     with worker.lock:
-        if worker.proc is None or worker.proc.poll() is not None:
+        if worker.proc is None or (os.getpid() == worker.owner and worker.proc.poll() is not None):
             worker._start()
 
 
