@@ -4,7 +4,8 @@ run all cells, then move every slider of its widget to new values (both extremes
 maximum moves left) and after every move check what a learner sees: the output changed, every
 figure is fully drawn (a real image, not blank, its data in colour), a refusal is the course's
 one-line message, and no traceback appears - neither on the page nor in any kernel message on the
-websocket (a late traceback can miss the page text).
+websocket (a late traceback can miss the page text). Last, three quick presses on one slider: the
+queued callbacks must still leave a whole drawing. COURSE_BROWSER_ROUNDS=N tours every slider N times.
 
 Skipped only when Chromium or Playwright are missing; with COURSE_BROWSER_TEST=1 (set by .ci/run)
 a missing one fails instead. A screenshot of each lesson's widget after a slider move is kept under
@@ -35,6 +36,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 # figures a widget draws at a setting that runs (a refused one draws none): lesson 04 adds the model's timeline
 FIGURES = {"04": 2}
 RUN_ALL_S, MOVE_S = 600, 180
+ROUNDS = int(os.environ.get("COURSE_BROWSER_ROUNDS", "1"))  # tours of every slider per lesson (more: hunt races)
 QUIET_S = 0.8  # a move is over when every message the page sent is answered and the websocket was quiet this long
 
 
@@ -277,34 +279,48 @@ def test_widget_redraws_after_every_slider_move(lab, browser, path):
         sliders = area.locator(".widget-slider")
         names = [s.locator(".widget-label").inner_text().strip() for s in sliders.all()]
         problems, shots = [], []
-        for n, slider in enumerate(sliders.all()):
-            handle = slider.locator(".noUi-handle")
-            count = int(float(handle.get_attribute("aria-valuemax"))) + 1
-            index = int(float(handle.get_attribute("aria-valuenow")))
-            for target in _tour(count, index):
-                before = out.inner_html()
-                handle.focus()
-                key = {0: "Home", count - 1: "End"}.get(target, "ArrowLeft")
+
+        def move(n, keys, target):
+            """Press ``keys`` on slider ``n`` without waiting in between, wait for the kernel, check."""
+            slider = sliders.nth(n)
+            handle, before = slider.locator(".noUi-handle"), out.inner_html()
+            handle.focus()
+            for key in keys:
                 handle.press(key)
-                wire.settle(page, MOVE_S)
-                index = int(float(handle.get_attribute("aria-valuenow")))
-                assert index == target, f"{names[n]}: pressed {key}, slider at {index}, wanted {target}"
-                cfg = {name: _coerce(_slider_value(s)) for name, s in zip(names, sliders.all())}
-                found = look(out, lesson, cfg)
-                if out.inner_html() == before:
-                    found.append("the output did not change")
-                errors, wire.errors = wire.errors, []
-                found += [f"kernel error message: {e}" for e in errors]
-                refused = "cannot run " in out.inner_text()
-                log["moves"].append({"slider": names[n], "key": key, "config": cfg, "refused": refused,
-                                     "figures": out.locator("img").count(), "problems": found})
-                problems += [f"{names[n]} -> {cfg}: {p}" for p in found]
-                if not shots or found or (refused and not any(m["refused"] for m in log["moves"][:-1])):
-                    shots.append(ARTIFACTS / f"{path.stem}-{len(log['moves']):02d}-{names[n]}.png")
-                    area.screenshot(path=str(shots[-1]))  # the first move, the first refusal, every failure
+            wire.settle(page, MOVE_S)
+            index = int(float(handle.get_attribute("aria-valuenow")))
+            assert index == target, f"{names[n]}: pressed {keys}, slider at {index}, wanted {target}"
+            cfg = {name: _coerce(_slider_value(s)) for name, s in zip(names, sliders.all())}
+            found = look(out, lesson, cfg)
+            if out.inner_html() == before:
+                found.append("the output did not change")
+            errors, wire.errors = wire.errors, []
+            found += [f"kernel error message: {e}" for e in errors]
+            refused = "cannot run " in out.inner_text()
+            log["moves"].append({"slider": names[n], "keys": keys, "config": cfg, "refused": refused,
+                                 "figures": out.locator("img").count(), "problems": found})
+            problems.extend(f"{names[n]} {'+'.join(keys)} -> {cfg}: {p}" for p in found)
+            first_refusal = refused and not any(m["refused"] for m in log["moves"][:-1])
+            if not shots or found or first_refusal or len(keys) > 1:  # and the quick presses
+                shots.append(ARTIFACTS / f"{path.stem}-{len(log['moves']):02d}-{names[n]}.png")
+                area.screenshot(path=str(shots[-1]))  # the first move, the first refusal, every failure
+
+        def position(n):
+            handle = sliders.nth(n).locator(".noUi-handle")
+            return int(float(handle.get_attribute("aria-valuemax"))) + 1, int(float(handle.get_attribute("aria-valuenow")))
+
+        for _ in range(ROUNDS):
+            for n in range(len(names)):
+                count, index = position(n)
+                for target in _tour(count, index):
+                    move(n, [{0: "Home", count - 1: "End"}.get(target, "ArrowLeft")], target)
+        # three presses at once: the callbacks queue up, and the last one must still be drawn whole
+        count, index = position(0)
+        move(0, ["Home", "End", "Home"] if index == count - 1 else ["End", "Home", "End"],
+             0 if index == count - 1 else count - 1)
         log["seconds"] = round(time.monotonic() - t0, 1)
         log["problems"] = len(problems)
-        assert len(log["moves"]) >= 2 * len(names)
+        assert len(log["moves"]) >= 2 * len(names) * ROUNDS + 1
         assert not problems, f"{len(problems)} of {len(log['moves'])} moves went wrong:\n" + "\n".join(problems[:20])
     finally:
         (ARTIFACTS / f"{path.stem}.json").write_text(json.dumps(log, indent=1))
