@@ -181,11 +181,12 @@ _ONE_AT_A_TIME = threading.Lock()
 
 
 class _Collector:
-    """What one callback prints and draws, in order, as the output's content: set whole each time a
-    line or a figure is complete (a slow compile shows its progress line), never cleared in between."""
+    """What one callback prints and draws, in order, as the output's content: set whole when a figure
+    is added, when the callback flushes (a progress line before a slow compile) and at its end; never
+    cleared in between."""
 
     def __init__(self, out):
-        self.out, self.items, self.thread = out, [], threading.get_ident()
+        self.out, self.items, self.thread, self.shown = out, [], threading.get_ident(), None
 
     def run(self, widget, cfg):
         token = plots._SINK.set(self._add)
@@ -205,15 +206,15 @@ class _Collector:
             self.items[-1] = {**self.items[-1], "text": self.items[-1]["text"] + text}
         else:
             self.items.append({"output_type": "stream", "name": "stdout", "text": text})
-        if "\n" in text:
-            self._publish()
 
     def _add(self, output):
         self.items.append(output)
         self._publish()
 
     def _publish(self):
-        self.out.outputs = tuple(self.items)
+        if self.items != self.shown:
+            self.shown = list(self.items)
+            self.out.outputs = tuple(self.items)
 
 
 class _ThreadWriter:
