@@ -8,6 +8,9 @@ import kernels  # noqa: E402  (picks the mode before any kernel module is import
 gpu_only = pytest.mark.skipif(kernels.MODE == "cpu", reason="needs a CUDA GPU")
 cpu_only = pytest.mark.skipif(kernels.MODE != "cpu", reason="interpreter-mode behaviour")
 
+# what a widget's refusal must name: the limit it hit, not a traceback (test_widgets, test_browser)
+REFUSAL_LIMITS = ("shared memory", "TMA", "box", "needs a CUDA GPU", "Hopper GPU")
+
 
 def report(check, *args):
     """Run an exercise check as the notebook does; return (passed, what it printed)."""

@@ -9,14 +9,13 @@ import matplotlib.pyplot as plt
 import pytest
 
 import kernels
+from conftest import REFUSAL_LIMITS as LIMITS
 from kernels.lab.widgets import REGISTRY
 from kernels.lessons import LESSONS
 
 for _module in LESSONS.values():  # importing a lesson registers its widget
     __import__(f"kernels.lessons.{_module}")
 
-# what a refusal must name: the limit, not a traceback
-LIMITS = ("shared memory", "TMA", "box", "needs a CUDA GPU", "Hopper GPU")
 LABELS = ("measured live on ", "recorded on ")
 
 

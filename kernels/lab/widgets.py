@@ -12,6 +12,9 @@ import contextlib
 import io
 import itertools
 import json
+import sys
+import threading
+import traceback
 from dataclasses import dataclass
 
 from triton.runtime.errors import OutOfResources
@@ -148,13 +151,93 @@ def refusal(e):
 
 
 def explore(widget, **defaults):
-    """The interactive widget (runs once at the defaults)."""
+    """The interactive widget: a slider per setting and one output, drawn once at the defaults.
+
+    Not ``ipywidgets.interact``: its output widget captures what a callback prints through the front
+    end, which echoes it back as comm messages; in JupyterLab those run on a subshell thread and end
+    in matplotlib's post-execute redraw of open pyplot figures, racing the callback (see plots). Here
+    the callback's figures are its own (``plots.show``), and what it prints and draws is collected in
+    the kernel and set as the output's whole content, one callback at a time."""
     import ipywidgets as W
     values = {**widget.defaults, **defaults}
     controls = {name: W.SelectionSlider(options=opts, value=values[name], description=name,
                                         continuous_update=False, style={"description_width": "initial"})
                 for name, opts in widget.sliders.items()}
-    return W.interactive(lambda **cfg: widget(**cfg) and None, **controls)
+    out = W.Output()
+
+    def update(_change=None):
+        with _ONE_AT_A_TIME:
+            _Collector(out).run(widget, {name: c.value for name, c in controls.items()})
+
+    for control in controls.values():
+        control.observe(update, "value")
+    update()
+    return W.VBox([*controls.values(), out])
+
+
+# one callback at a time, of any widget: comms may run on more than one thread (JupyterLab's
+# "one subshell per comm" setting); each reads the sliders when its turn comes, so the last move is drawn last
+_ONE_AT_A_TIME = threading.Lock()
+
+
+class _Collector:
+    """What one callback prints and draws, in order, as the output's content: set whole when a figure
+    is added, when the callback flushes (a progress line before a slow compile) and at its end; never
+    cleared in between."""
+
+    def __init__(self, out):
+        self.out, self.items, self.thread, self.shown = out, [], threading.get_ident(), None
+
+    def run(self, widget, cfg):
+        token = plots._SINK.set(self._add)
+        stdout, sys.stdout = sys.stdout, _ThreadWriter(sys.stdout, self.thread, self)
+        try:
+            widget(**cfg)
+        except Exception as e:  # a bug, not a refusal: show it where the learner looks, as Jupyter would
+            self._add({"output_type": "error", "ename": type(e).__name__, "evalue": str(e),
+                       "traceback": traceback.format_exception(e)})
+        finally:
+            sys.stdout = stdout
+            plots._SINK.reset(token)
+        self._publish()
+
+    def _write(self, text):
+        if self.items and self.items[-1]["output_type"] == "stream":
+            self.items[-1] = {**self.items[-1], "text": self.items[-1]["text"] + text}
+        else:
+            self.items.append({"output_type": "stream", "name": "stdout", "text": text})
+
+    def _add(self, output):
+        self.items.append(output)
+        self._publish()
+
+    def _publish(self):
+        if self.items != self.shown:
+            self.shown = list(self.items)
+            self.out.outputs = tuple(self.items)
+
+
+class _ThreadWriter:
+    """sys.stdout while a callback runs: its own thread's writes go to the collector, any other
+    thread's (a cell running meanwhile) where they went before."""
+
+    def __init__(self, stream, thread, collector):
+        self._stream, self._thread, self._to = stream, thread, collector
+
+    def write(self, text):
+        if threading.get_ident() == self._thread:
+            self._to._write(text)
+            return len(text)
+        return self._stream.write(text)
+
+    def flush(self):  # print(..., flush=True) before a long compile: show the line now
+        if threading.get_ident() == self._thread:
+            self._to._publish()
+        else:
+            self._stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def _fmt(config):

@@ -3,7 +3,6 @@ bandwidth, fp16 matmul rate), the roofline they draw, and where a GEMM tile land
 import functools
 from dataclasses import dataclass
 
-import matplotlib.pyplot as plt
 import torch
 
 from ..lab import bench, measure, plots, smem
@@ -150,9 +149,9 @@ class TileOnRoofline(Widget):
             print(f"above the ceiling: it was measured with cuBLAS at {'x'.join(map(str, GEMM_SHAPE))}; at this shape "
                   f"cuBLAS itself reached {fig.base:.0f} TFLOP/s in the same run")
         label = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']}, {cfg['stages']} stages ({fig.label})"
-        ax = plots.roofline(ceil, [(label, tile_intensity(cfg["BLOCK_M"], cfg["BLOCK_N"]), fig.rate)])
-        ax.figure.tight_layout()
-        plt.show()
+        figure, ax = plots.subplots((6.4, 4), layout="tight")  # the widget's own figure, not pyplot's: see plots
+        plots.roofline(ceil, [(label, tile_intensity(cfg["BLOCK_M"], cfg["BLOCK_N"]), fig.rate)], ax=ax)
+        plots.show(figure)
 
 
 tile_on_roofline = TileOnRoofline()

@@ -4,10 +4,9 @@ measured kernel; then the steps beyond: persistent grid, TMA-store epilogue, war
 and the course's best GEMM against cuBLAS over six shapes."""
 import math
 
-import matplotlib.pyplot as plt
 import torch
 
-from ..lab import bench, measure, results as recorded_results, smem
+from ..lab import bench, measure, plots, results as recorded_results, smem
 from ..lab.widgets import REFUSALS, Widget
 from ..ops import gemm
 
@@ -150,9 +149,9 @@ def timeline(C, M, stages, steps=8):
 
 def plot_timeline(C, M, stages, ax=None, title=None):
     load, comp = timeline(C, M, stages)
-    own = ax is None  # draw and show a figure of its own, or fill the caller's axes
+    own = ax is None  # the widget's figure, of its own (not pyplot's: see plots.show), or the caller's axes
     if own:
-        _, ax = plt.subplots(figsize=(7, 1.8))
+        fig, ax = plots.subplots((7, 1.8))
     for k, ((l0, l1), (c0, c1)) in enumerate(zip(load, comp)):
         ax.broken_barh([(l0, l1 - l0)], (1.1, 0.8), color=f"C{k % 10}", alpha=0.6)
         ax.broken_barh([(c0, c1 - c0)], (0.1, 0.8), color=f"C{k % 10}")
@@ -160,7 +159,7 @@ def plot_timeline(C, M, stages, ax=None, title=None):
     ax.set(yticks=[0.5, 1.5], yticklabels=["compute", "load"], xlabel="time per step (us)",
            title=title or f"{stages} stage(s): {comp[-1][1]:.1f} us for 8 steps")
     if own:
-        plt.show()
+        plots.show(fig)
 
 
 # ---- the widget ----------------------------------------------------------------------------------
