@@ -20,3 +20,23 @@ def report(check, *args):
     with contextlib.redirect_stdout(out):
         passed = check(*args)
     return passed, out.getvalue()
+
+
+def own_process_on_gpu(test):
+    """On a GPU, run ``test`` in a pytest of its own: the wrong answer it feeds makes the kernel trap, and a
+    trap leaves the process's CUDA context unusable for every test after it."""
+    import functools
+    import inspect
+    import os
+    import subprocess
+    import sys
+    if kernels.MODE == "cpu" or os.environ.get("COURSE_OWN_PROCESS") == "1":
+        return test
+
+    @functools.wraps(test)
+    def alone():
+        node = f"{inspect.getsourcefile(test)}::{test.__name__}"
+        run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node], text=True,
+                             capture_output=True, timeout=600, env={**os.environ, "COURSE_OWN_PROCESS": "1"})
+        assert run.returncode == 0, run.stdout[-4000:]
+    return alone

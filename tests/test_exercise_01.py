@@ -4,7 +4,7 @@ and where, not only that a number is off."""
 import triton
 import triton.language as tl
 
-from conftest import report
+from conftest import cpu_only, report
 from kernels.lessons import l01_naive_loads_exercise as ex01
 
 
@@ -79,6 +79,7 @@ def _fp16_product(h_ptr, f_ptr, out_ptr, M, N, stride_hm, stride_fm, stride_om, 
     tl.store(out_ptr + rows * stride_om + cols, h + alpha * f, mask=mask)  # alpha * f stays fp16
 
 
+@cpu_only  # compiled for the H200, this answer came within 1e-5 on every shape: the mistake shows in the interpreter
 def test_ex01_fp16_arithmetic_is_named():
     passed, text = _check(_fp16_product)
     assert not passed and "errors the size of fp16 rounding" in text and "A scalar does not promote a tensor" in text, text

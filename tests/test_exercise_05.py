@@ -3,6 +3,7 @@ and where. Without a GPU the values come from TileLang's C backend, so these run
 program is compiled for sm_90a and for the CPU: a few seconds each, cached on disk by TileLang)."""
 import tilelang.language as T
 
+import kernels
 from conftest import report
 from kernels.lessons import l05_tilelang_exercise as ex05
 
@@ -108,7 +109,8 @@ def test_ex05_every_block_writing_the_first_tile_leaves_the_others_never_written
     passed, text = report(ex05.check, _all_to_origin)
     assert not passed and "FAIL  values" in text, text
     assert "by tile, never written: " in text and "(0, 1)" in text and "whole" in text, text
-    assert "tile (0, 0) holds the values of tile" in text, text
+    if kernels.MODE == "cpu":  # on a GPU the blocks race for tile (0, 0): it holds a mix, no one tile
+        assert "tile (0, 0) holds the values of tile" in text, text
 
 
 def _swapped_store(M, N, K, block_M, block_N, block_K, stages):

@@ -231,6 +231,11 @@ def _learner_line(e):
 def explain(e):
     """An exception from a learner's code in a line or two: what it was and the learner's line."""
     text = str(e)
+    if "illegal instruction" in text:
+        return (f"the GPU reported {text.splitlines()[0]}: a check compiled into the kernel trapped. On the H200 the "
+                "course saw this for a descriptor load at a coordinate that is not a multiple of 16 bytes (a K "
+                "coordinate counting steps, k, instead of elements, k * BLOCK_K). The GPU context is now unusable: "
+                "restart the Jupyter kernel, fix the kernel, and run the cells again")
     if isinstance(e, getattr(torch, "AcceleratorError", ())) or "CUDA error" in text:
         return (f"the GPU reported {text.splitlines()[0]}: the kernel most likely read or wrote outside its "
                 "tensors (a missing mask, or a wrong offset or stride). The GPU context is now unusable: restart the "
