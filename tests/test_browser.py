@@ -325,7 +325,8 @@ def test_widget_redraws_after_every_slider_move(lab, browser, path):
         log["seconds"] = round(time.monotonic() - t0, 1)
         log["problems"] = len(problems)
         assert len(log["moves"]) >= 2 * len(names) * ROUNDS + 1
-        assert not problems, f"{len(problems)} of {len(log['moves'])} moves went wrong:\n" + "\n".join(problems[:20])
+        assert not problems, (f"{len(problems)} of {len(log['moves'])} moves went wrong (screenshots in {ARTIFACTS}):\n"
+                              + "\n".join(problems[:20]))
     finally:
         (ARTIFACTS / f"{path.stem}.json").write_text(json.dumps(log, indent=1))
         page.close()
