@@ -66,3 +66,18 @@ def test_every_setting_shows_a_number_or_names_its_limit(name, config):
     else:
         assert shown.figure is not None, f"neither a figure nor a refusal:\n{text}"
         assert shown.figure.rate > 0 and shown.figure.label in text
+
+
+def test_a_tile_above_the_roof_says_why():
+    """Lesson 00's roofline: a tile whose rate stands above the roof at its counted intensity says why
+    (tiles shared by programs come again from the L2), and one under it does not."""
+    from kernels.lessons import l00_memory_wall as l00
+    widget, ceil, above = l00.tile_on_roofline, l00.ceilings(), 0
+    for cfg in _settings(widget):
+        shown, text = _show(widget, cfg)
+        if shown.figure is None:
+            continue
+        over = shown.figure.rate > l00.tile_intensity(cfg["BLOCK_M"], cfg["BLOCK_N"]) * ceil.tbps
+        above += over
+        assert ("above the roof at" in text) == over, text
+    assert above or kernels.MODE != "cpu", "no recorded tile stands above the roof: the test checks nothing"

@@ -148,9 +148,14 @@ class TileOnRoofline(Widget):
         if fig.rate > ceil.tflops:  # the ceiling is cuBLAS at 8192^3, measured; this shape is another GEMM
             print(f"above the ceiling: it was measured with cuBLAS at {'x'.join(map(str, GEMM_SHAPE))}; at this shape "
                   f"cuBLAS itself reached {fig.base:.0f} TFLOP/s in the same run")
+        intensity = tile_intensity(cfg["BLOCK_M"], cfg["BLOCK_N"])
+        if fig.rate > intensity * ceil.tbps:  # the dot stands above the roof: the intensity counted is too low
+            print(f"above the roof at {intensity:.0f} FLOP/B: that count has every tile load come from HBM, but "
+                  "programs that share a row or column of tiles read the same A and B tiles, and those repeat reads "
+                  "can come from the L2, so fewer bytes cross HBM than counted")
         label = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']}, {cfg['stages']} stages ({fig.label})"
         figure, ax = plots.subplots((6.4, 4), layout="tight")  # the widget's own figure, not pyplot's: see plots
-        plots.roofline(ceil, [(label, tile_intensity(cfg["BLOCK_M"], cfg["BLOCK_N"]), fig.rate)], ax=ax)
+        plots.roofline(ceil, [(label, intensity, fig.rate)], ax=ax)
         plots.show(figure)
 
 
