@@ -2,6 +2,7 @@
 loop in a check is a failed check (CPU mode: the check runs in a child process), and a learner's
 Python error names its line. Last, the same from inside a Jupyter kernel, which must survive."""
 import os
+import random
 import signal
 import time
 
@@ -64,6 +65,16 @@ def test_a_crash_an_endless_loop_and_a_python_error_are_failed_checks(monkeypatc
     assert "FAIL  loop: the check did not finish in 3 s" in text
     assert "FAIL  typo: your code raised NameError: name 'undefined_name' is not defined in _typo" in text
     assert "pass  fine: ok" in text and "guard: 1 of 4 checks pass" in text
+
+
+def test_each_run_draws_fresh_inputs():
+    """In CPU mode a check runs in a forked child, which starts from the parent's generator states: it must
+    reseed, or every run of a check in one session would test the same inputs."""
+    def draw():
+        return f"{random.random():.6f} {torch.randn(1).item():.6f}"
+    notes = [report(check.run, "fresh", [("draw", draw)])[1].splitlines()[0].split() for _ in range(2)]
+    assert notes[0][:2] == ["pass", "draw:"], notes
+    assert notes[0][2] != notes[1][2] and notes[0][3] != notes[1][3], notes  # Python's random, and torch's
 
 
 @cpu_only

@@ -7,7 +7,6 @@ import io
 import linecache
 import os
 import pickle
-import random
 import select
 import signal
 import sys
@@ -282,8 +281,7 @@ def _outcome_in_child(fn, timeout=None):
         try:
             faulthandler.disable()  # a crash is reported by the parent, not dumped here
             torch.set_num_threads(1)  # the parent's OpenMP pool did not survive the fork: waiting on it hangs
-            torch.seed()
-            random.seed()
+            torch.seed()  # Python's random reseeds itself in a forked child; torch does not
             text = io.StringIO()
             with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
                 kind, note = _outcome(fn)

@@ -8,12 +8,10 @@ import torch
 from ..lab import aot, check as lab_check
 from ..lab.mode import DEVICE
 
-rng = random.Random()
-
 
 def _intensity(gemm_intensity):
     for _ in range(20):
-        M, N, K, e = rng.randint(1, 9000), rng.randint(1, 9000), rng.randint(1, 9000), rng.choice([1, 2, 4])
+        M, N, K, e = random.randint(1, 9000), random.randint(1, 9000), random.randint(1, 9000), random.choice([1, 2, 4])
         flops, elems = 2 * M * N * K, M * K + K * N + M * N
         want, got = flops / (elems * e), gemm_intensity(M, N, K, e)
         if got is None:
@@ -33,8 +31,8 @@ def _intensity(gemm_intensity):
 
 def _roofline(roofline_ms):
     for _ in range(20):
-        flops, nbytes = rng.uniform(1e6, 1e13), rng.uniform(1e6, 1e11)
-        tf, tb = rng.uniform(10, 1000), rng.uniform(0.5, 5)
+        flops, nbytes = random.uniform(1e6, 1e13), random.uniform(1e6, 1e11)
+        tf, tb = random.uniform(10, 1000), random.uniform(0.5, 5)
         t_math, t_mem = flops / (tf * 1e12) * 1e3, nbytes / (tb * 1e12) * 1e3
         want, got = max(t_math, t_mem), roofline_ms(flops, nbytes, tf, tb)
         if got is None:
@@ -50,7 +48,7 @@ def _roofline(roofline_ms):
 
 def _bytes(relu_axpy_bytes):
     for _ in range(10):
-        n, e = rng.randint(1000, 10 ** 9), rng.choice([2, 4])
+        n, e = random.randint(1000, 10 ** 9), random.choice([2, 4])
         for fused, vectors in ((True, 3), (False, 5)):
             want, got = vectors * n * e, relu_axpy_bytes(n, e, fused)
             if got is None:
@@ -72,9 +70,9 @@ def _bytes(relu_axpy_bytes):
 
 def _values(relu_axpy):
     for dtype, tol in ((torch.float32, 1e-6), (torch.float16, 2e-3)):
-        n = rng.randint(1000, 5000)  # not a multiple of any block size: the edge must be masked
+        n = random.randint(1000, 5000)  # not a multiple of any block size: the edge must be masked
         x, y = lab_check.operand(n, dtype=dtype), lab_check.operand(n, dtype=dtype)
-        alpha = rng.uniform(0.5, 2) * rng.choice([-1, 1])
+        alpha = random.uniform(0.5, 2) * random.choice([-1, 1])
         out = lab_check.poisoned(n, dtype=dtype)
         relu_axpy(alpha, x, y, out)
         xf, yf = x.float(), y.float()
@@ -124,7 +122,7 @@ def check(gemm_intensity, roofline_ms, relu_axpy_bytes, relu_axpy, relu_axpy_ker
 
 def _mixed_bytes(mixed_bytes):
     for _ in range(10):
-        n = rng.randint(1000, 10 ** 9)
+        n = random.randint(1000, 10 ** 9)
         got = mixed_bytes(n)
         if got is None:
             raise NotImplementedError
@@ -136,7 +134,7 @@ def _mixed_bytes(mixed_bytes):
 
 
 def _mixed_values(relu_axpy):
-    n = rng.randint(1000, 5000)
+    n = random.randint(1000, 5000)
     x, y = lab_check.operand(n, dtype=torch.float32), lab_check.operand(n, dtype=torch.float32)
     out = lab_check.poisoned(n, dtype=torch.float16)
     relu_axpy(0.75, x, y, out)
