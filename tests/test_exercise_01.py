@@ -180,3 +180,4 @@ def test_ex01_a_store_without_its_mask_is_caught_writing_outside():
     passed, text = _check(_no_store_mask)
     assert not passed and "elements written outside the output" in text and "a store mask is missing" in text, text
     assert "a row stride is wrong" not in text, text
+    assert "the edge tiles' stores have no mask" in text, text

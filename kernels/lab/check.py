@@ -71,11 +71,11 @@ def zero_guarded(t):
     return view
 
 
-def poisoned(*shape, dtype=torch.float16, device=DEVICE, padded=True):
+def poisoned(*shape, dtype=torch.float16, device=DEVICE, padded=True, extra=None):
     """An output (1D or 2D) filled with the poison, inside a poisoned guard: an element never written
     and a store outside the output are both caught by ``compare``."""
     fill = POISON if dtype.is_floating_point else INT_POISON
-    return _guarded(shape, dtype, device, fill, padded)
+    return _guarded(shape, dtype, device, fill, padded, extra)
 
 
 def poison_like(t, padded=True):

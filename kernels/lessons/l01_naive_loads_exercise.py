@@ -75,7 +75,16 @@ def check(residual_add, kernel):
             try:
                 lab_check.compare(f"{M}x{N}", out, ref, TOL)
             except AssertionError as e:
-                raise AssertionError(f"{e}{_likely(out, ref, lab_check.rel_err(out, ref))}") from None
+                # again into rows padded wider than a tile: a store without its mask now spills only into padding
+                wide = lab_check.poisoned(M, N, dtype=torch.float32, extra=TILE[1])
+                residual_add(h, f, alpha, wide, *TILE)
+                spills = lab_check.written_outside(wide) and not lab_check.unwritten(wide).any() and \
+                    lab_check.rel_err(wide, ref) <= TOL
+                hint = (" - the edge tiles' stores have no mask: into rows padded wider than a tile the same kernel "
+                        "gets every value right and still writes outside, so past the last column a store lands in "
+                        "the next row, and past the last row outside the tensor" if spills else
+                        _likely(out, ref, lab_check.rel_err(out, ref)))
+                raise AssertionError(f"{e}{hint}") from None
         return f"within {TOL:.0e} of h + alpha * f on three ragged shapes, three row strides each"
 
     def code():
