@@ -133,13 +133,17 @@ class _Worker:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      text=True, bufsize=1)
 
+    def ensure(self):
+        """Start the process unless it runs. poll() only where it was started: in a check's forked child
+        (which borrows the parent's helper) it answers "exited"."""
+        if self.proc is None or (os.getpid() == self.owner and self.proc.poll() is not None):
+            self._start()
+
     def compile(self, req):
         key = json.dumps(req, sort_keys=True)
         with self.lock:
             if key not in self.cache:
-                # poll() only where the helper was started: in a check's forked child it answers "exited"
-                if self.proc is None or (os.getpid() == self.owner and self.proc.poll() is not None):
-                    self._start()
+                self.ensure()
                 self.proc.stdin.write(key + "\n")
                 self.proc.stdin.flush()
                 line = self.proc.stdout.readline()
@@ -169,8 +173,7 @@ def start_worker():
     """Start the compile helper now if it is not running (before a check forks: see check.run)."""
     worker = _worker()
     with worker.lock:
-        if worker.proc is None or (os.getpid() == worker.owner and worker.proc.poll() is not None):
-            worker._start()
+        worker.ensure()
 
 
 def forget_worker():

@@ -20,7 +20,7 @@ from .mode import DEVICE, MODE
 
 
 class NotAttempted(Exception):
-    """The exercise still has its stub (it raised NotImplementedError or wrote nothing)."""
+    """The exercise still has its stub (its code says so: no tl.dot, no T.gemm, nothing loaded)."""
 
 
 # what a checker fills an output with before the learner's kernel runs: a finite value no correct kernel
@@ -134,6 +134,11 @@ def where(mask):
             f"columns {cols.min().item()}-{cols.max().item()} ({len(cols)} of {mask.shape[1]})")
 
 
+def far_off(out, ref, tol):
+    """Elements off by more than 10 x ``tol`` of the reference's typical (RMS) value: more than rounding."""
+    return (out.double() - ref.double()).abs() > 10 * tol * ref.double().pow(2).mean().sqrt().item()
+
+
 def compare(name, out, ref, tol):
     """Assert ``out`` (poisoned before the kernel ran) matches ``ref``: every element written, none NaN,
     relative error under ``tol``, nothing written into its guard. A failure says which kind of wrong and
@@ -154,15 +159,14 @@ def compare(name, out, ref, tol):
     if nan.any():
         problems.append(f"{int(nan.sum())} elements are NaN ({where(nan)}): a load read past an edge; mask it, "
                         "with other=0.0 where the value feeds a sum")
-    ok = ~never & ~nan
-    err = rel_err(out[ok], ref[ok]) if ok.any() else 0.0
     if never.all():
         raise AssertionError(f"{name}: " + "; ".join(problems))
+    ok = ~never & ~nan
+    err = rel_err(out[ok], ref[ok]) if ok.any() else 0.0
     if not problems and err <= tol:
         return err
     if err > tol:
-        scale = ref.double().pow(2).mean().sqrt().item()
-        off = ok & ((out.double() - ref.double()).abs() > 10 * tol * scale)
+        off = ok & far_off(out, ref, tol)
         share = f"{10 * tol:.0%}" if 10 * tol >= 0.01 else f"{10 * tol:.0e}"
         detail = f" ({int(off.sum())} elements off by more than {share} of the typical value: {where(off)})" \
             if off.any() else " (small errors everywhere: check the precision of the accumulator)"
@@ -342,17 +346,21 @@ def run(title, checks):
     return passed == len(checks)
 
 
+def per_tile_count(mask, block_m, block_n):
+    """How many True elements of a 2D mask fall in each ``block_m x block_n`` output tile: a (row tiles,
+    column tiles) tensor."""
+    M, N = mask.shape
+    tm, tn = -(-M // block_m), -(-N // block_n)
+    padded = torch.zeros(tm * block_m, tn * block_n, dtype=torch.int64, device=mask.device)
+    padded[:M, :N] = mask
+    return padded.view(tm, block_m, tn, block_n).sum((1, 3))
+
+
 def tiles(mask, block_m, block_n, limit=6):
     """The output tiles (row tile, column tile) of ``block_m x block_n`` that hold a True element of a 2D
     mask, in words: how many of the grid, which ones (the first ``limit``), and whether whole or in part."""
-    M, N = mask.shape
-    tm, tn = -(-M // block_m), -(-N // block_n)
-    padded = torch.zeros(tm * block_m, tn * block_n, dtype=torch.bool, device=mask.device)
-    padded[:M, :N] = mask
-    per_tile = padded.view(tm, block_m, tn, block_n).sum((1, 3))
-    inside = torch.zeros_like(padded, dtype=torch.int64)
-    inside[:M, :N] = 1
-    size = inside.view(tm, block_m, tn, block_n).sum((1, 3))
+    per_tile, size = per_tile_count(mask, block_m, block_n), per_tile_count(torch.ones_like(mask), block_m, block_n)
+    tm, tn = per_tile.shape
     hit = per_tile.nonzero().tolist()
     names = ", ".join(f"({r}, {c})" for r, c in hit[:limit]) + (f" and {len(hit) - limit} more" if len(hit) > limit else "")
     whole = all(per_tile[r, c] == size[r, c] for r, c in hit)
@@ -390,8 +398,7 @@ def compare_tiles(name, out, ref, tol, block_m, block_n, candidates=()):
         return compare(name, out, ref, tol)
     except AssertionError as e:
         never = unwritten(out)
-        scale = ref.double().pow(2).mean().sqrt().item()
-        off = ~never & ((out.double() - ref.double()).abs() > 10 * tol * scale) | torch.isnan(out)
+        off = ~never & far_off(out, ref, tol) | torch.isnan(out)
         by_tile = []
         if never.any():
             by_tile.append(f"never written: {tiles(never, block_m, block_n)}")

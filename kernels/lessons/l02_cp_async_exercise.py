@@ -33,17 +33,6 @@ def launch(kernel, x, w, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None):
     return y
 
 
-def tiles(mask, BLOCK_M, BLOCK_N, count=False):
-    """The output tiles (row tile, column tile) a mask touches, in words (or how many, with ``count``)."""
-    t = torch.nn.functional.pad(mask.to(torch.uint8), (0, -mask.shape[1] % BLOCK_N, 0, -mask.shape[0] % BLOCK_M)).bool()
-    hit = t.reshape(t.shape[0] // BLOCK_M, BLOCK_M, t.shape[1] // BLOCK_N, BLOCK_N).any(3).any(1)
-    if count:
-        return int(hit.sum())
-    where = [tuple(ij) for ij in hit.nonzero().tolist()]
-    listed = ", ".join(map(str, where[:6])) + (", ..." if len(where) > 6 else "")
-    return f"{len(where)} of {hit.numel()} {BLOCK_M}x{BLOCK_N} tiles: {listed}"
-
-
 def _no_advance(x, w, BLOCK_K):
     """What a K loop computes when its pointers never move on: the first K step, again and again (the last
     time under the tail's mask)."""
@@ -84,10 +73,10 @@ def likely(out, ref, x, w, BLOCK_M, BLOCK_N, BLOCK_K, tol, rerun=None, w_indexin
     if written.all() and lab_check.rel_err(out, _no_advance(x, w, BLOCK_K)) < 1e-2:
         return (f"{said or ' -'} the output is the first K step's product repeated K / BLOCK_K times: the "
                 "pointers never move on; advance both by BLOCK_K along K after each step")
-    if tiles(off, BLOCK_M, BLOCK_N, count=True) == tiles(torch.ones_like(off), BLOCK_M, BLOCK_N, count=True):
+    if bool((lab_check.per_tile_count(off, BLOCK_M, BLOCK_N) > 0).all()):
         return (f"{said or ' -'} every tile is wrong: check how W is indexed ({w_indexing}) and how far each "
                 "step moves along K (BLOCK_K)")
-    return f"{said or ' -'} the wrong elements fall in {tiles(off, BLOCK_M, BLOCK_N)}"
+    return f"{said or ' -'} the wrong elements fall in {lab_check.tiles(off, BLOCK_M, BLOCK_N)}"
 
 
 # what Triton says when a kernel of these exercises goes wrong in a typical way, and what it means here
