@@ -264,7 +264,9 @@ def test_widget_redraws_after_every_slider_move(lab, browser, path):
     wire = Wire(page)
     log, t0 = {"notebook": path.name, "moves": []}, time.monotonic()
     try:
-        page.goto(f"{base}/lab/tree/notebooks/{path.name}?token={token}")
+        # a workspace of its own: the default one remembers the lessons opened before and reopens them all
+        # (a kernel each) beside this one, which once left "run all" waiting on another notebook
+        page.goto(f"{base}/lab/workspaces/{path.stem}/tree/notebooks/{path.name}?token={token}")
         page.wait_for_function(KERNEL_IDLE, timeout=RUN_ALL_S * 1000, polling=250)
         wire.settle(page, RUN_ALL_S)
         page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
