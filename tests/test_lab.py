@@ -3,10 +3,12 @@ results files, the one measurement source, exercise generation."""
 import json
 
 import pytest
+
+import kernels
 import torch
 
 from kernels.lab import aot, isa, measure, results, smem
-from kernels.lab.errors import SharedMemoryError
+from kernels.lab.errors import NoGPUError, SharedMemoryError
 from kernels.lessons import LESSONS
 from kernels.ops import copy, gemm
 
@@ -175,3 +177,34 @@ def test_nbgrader_stub_keeps_indentation_and_drops_hidden_tests():
     out = exercises.exercise_from(solution)
     assert out.cells[0].source == "@jit\ndef k():\n    # YOUR CODE HERE\n    raise NotImplementedError()\n"
     assert out.cells[1].source.strip() == "passed = check()"
+
+
+def test_clock_samples_are_summarised_and_described():
+    from kernels.lab import clocks
+    line = lambda mhz, w, cap: {"sm_mhz": mhz, "power_w": w, "limit_w": 700.0, "temp_c": 50.0,
+                                "power_cap": cap, "hw_slowdown": False, "thermal": False}
+    s = clocks.Sampler()
+    s.samples = [line(1980.0, 300.0, False), line(1500.0, 699.0, True), line(1400.0, 701.0, True), line(1980.0, None, False)]
+    got = s.summary()
+    assert (got["sm_mhz_median"], got["sm_mhz_min"], got["power_w_max"], got["power_cap_share"]) == (1740.0, 1400.0, 701.0, 0.5)
+    assert "power capping in 50% of 4 samples" in clocks.describe(got)
+    assert clocks._value("power_cap", " Active") is True and clocks._value("power_w", "[N/A]") is None
+    with clocks.Sampler() as none:  # no nvidia-smi or no GPU here: an empty summary, said in words
+        pass
+    if not none.samples:
+        assert none.summary() == {} and "not sampled" in clocks.describe({})
+
+
+def test_latency_walks_check_their_arguments_and_compile_the_l2_load_as_cg():
+    from kernels.lab import aot, isa
+    from kernels.ops import latency
+    chain = latency.random_cycle(256)
+    assert latency.chase(chain, 5, 300, cache=".cg").item() == latency.chase_reference(chain, 5, 300)
+    out = chain[:1].clone()
+    ptx = aot.compile_sm90(latency.chase_kernel, chain, out, 0, 10, CACHE=".cg", num_warps=1).ptx
+    assert isa.lines(ptx, "ld.global") and all(".cg" in l for l in isa.lines(ptx, "ld.global"))
+    smem = aot.compile_sm90(latency.smem_chase_kernel, latency.random_cycle(latency.SMEM_SLOTS), out, 10, num_warps=1)
+    assert smem.counts()["LDS"] > 0 and smem.counts()["ld.shared"] == 1
+    if kernels.MODE == "cpu":
+        with pytest.raises(NoGPUError, match="inline PTX"):
+            latency.chase_shared(latency.random_cycle(latency.SMEM_SLOTS), 10)

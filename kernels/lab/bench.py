@@ -78,11 +78,6 @@ def checked_interleaved(fns, out, ref, tol=0.0, checked=None, rounds=3):
     return interleaved_ms(fns, rounds=rounds)
 
 
-def max_sm_clock_mhz():
-    """The GPU's maximum SM clock in MHz (nvidia-smi), to turn nanoseconds into cycles; None if unknown."""
-    return _smi("clocks.max.sm", int)
-
-
 def driver():
     return _smi("driver_version", str) or "unknown"
 
@@ -94,3 +89,26 @@ def _smi(field, kind):
         return kind(out.stdout.strip().splitlines()[0])
     except Exception:
         return None
+
+
+def graph_ms(fn, rep=100):
+    """Median ms per call of ``fn`` replayed back to back from a CUDA graph
+    (``triton.testing.do_bench_cudagraph``): no host launch cost between calls and, unlike
+    ``median_ms``, no L2 flush, so the data stays wherever the previous call left it."""
+    if MODE == "cpu":
+        raise NoGPUError("timing needs a CUDA GPU; in CPU mode the notebooks show recorded figures")
+    return triton.testing.do_bench_cudagraph(fn, rep=rep, return_mode="median")
+
+
+def host_us(fn, calls=200):
+    """Microseconds of host (Python + driver) time per call of ``fn``, launches queued without waiting:
+    for a kernel shorter than its launch, this and not the GPU sets the pace."""
+    import time
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6

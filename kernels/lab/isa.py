@@ -58,6 +58,8 @@ def count_ptx(ptx) -> Counter:
                 c["wgmma.mma_async"] += 1
         elif op.startswith("mma.sync"):
             c["mma.sync"] += 1
+        elif op.startswith(("ld.shared", "st.shared")):  # counted, shown only when asked for
+            c[op[:9]] += 1
     return c
 
 
@@ -74,7 +76,7 @@ def count_sass(sass) -> Counter:
         if base in ("LDG", "STG"):
             width = next((p for p in parts if p in ("64", "128", "U8", "S8", "U16", "S16")), "32")
             c[f"{base} {width}"] += 1
-        if base in SASS_FAMILIES:
+        if base in SASS_FAMILIES or base in ("LDS", "STS"):
             c[base] += 1
     return c
 
@@ -99,7 +101,7 @@ def table(compiled, families=None):
     width = max(12, *(len(c.name) for c in compiled))
     out = [f"{'instruction':24s}" + "".join(f"{c.name:>{width + 2}s}" for c in compiled)]
     for f in families:
-        label = f if f in PTX_FAMILIES + SASS_FAMILIES else "  " + f
+        label = "  " + f if " " in f else f  # a width row ("ld.global 128-bit") sits under its family
         out.append(f"{label:24s}" + "".join(f"{r[f]:>{width + 2}d}" for r in rows))
     return "\n".join(out)
 

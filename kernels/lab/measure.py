@@ -4,10 +4,11 @@ A lesson says what it wants - a run of kernels timed together (``run``), or one 
 its baseline at one configuration (``versus``) - and gets the figures with a label saying where
 they come from: measured now, where this machine can run the kernels, or read from the recorded
 results of ``results.REFERENCE_DEVICE`` (device and date) where it cannot. No lesson asks which."""
+import contextlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import bench, results
+from . import bench, clocks, results
 from .mode import LIVE, MODE, device_name, sm_count as _sm_count
 
 
@@ -161,16 +162,23 @@ def sm_count(t=None):
     return results.recorded().sm_count
 
 
-def timed(variants, out, ref, tol=0.0, checked=None, **work):
+def timed(variants, out, ref, tol=0.0, checked=None, watch=None, **work):
     """Records of ``[(name, config, launch)]``: each launch writing ``out`` is checked against ``ref``
     (those ``checked(name, config)`` accepts, default all), then all are timed in turn
     (``bench.checked_interleaved``). The first variant is the baseline of the others. ``work`` is
-    the records' shape and ``nbytes`` or ``flops``."""
+    the records' shape and ``nbytes`` or ``flops``. With ``watch`` (a config dict), the SM clock and
+    power are sampled while they are timed and kept as one more record, ``gpu_state`` (``clocks``)."""
     fns = {i: fn for i, (_, _, fn) in enumerate(variants)}
     check = [i for i, (name, cfg, _) in enumerate(variants) if checked is None or checked(name, cfg)]
-    ms = bench.checked_interleaved(fns, out, ref, tol, checked=check)
-    return [results.record(name, ms[i], config=cfg, baseline=None if i == 0 else variants[0][0], **work)
-            for i, (name, cfg, _) in enumerate(variants)]
+    sampler = clocks.Sampler()
+    with sampler if watch is not None else contextlib.nullcontext():
+        ms = bench.checked_interleaved(fns, out, ref, tol, checked=check)
+    records = [results.record(name, ms[i], config=cfg, baseline=None if i == 0 else variants[0][0], **work)
+               for i, (name, cfg, _) in enumerate(variants)]
+    if watch is not None:
+        records.append({**results.record("gpu_state", sum(ms.values()), config=watch, shape=work["shape"]),
+                        "state": sampler.summary()})
+    return records
 
 
 def describe(name, config):

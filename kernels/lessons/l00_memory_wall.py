@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..lab import bench, measure, plots, smem
+from ..lab import bench, clocks, measure, plots, smem
 from ..lab.results import record
 from ..lab.widgets import Widget
 from ..ops import gemm, latency
@@ -18,8 +18,14 @@ DATASHEET = {"H100 SXM": {"tbps": 3.35, "tflops": 989}, "H200": {"tbps": 4.8, "t
 COPY_SHAPE = (16384, 16384)   # 512 MiB per fp16 tensor: many times the 50-60 MB of L2
 GEMM_SHAPE = (8192, 8192, 8192)
 SWEEP_SHAPE = (4096, 4096, 4096)  # the widget's GEMM: big enough to fill the SMs, quick to time
-FOOTPRINTS = {"HBM": 1 << 30, "L2": 4 << 20}
-CHASE_STEPS = 20_000
+# the walks of section 2: footprint in bytes and hops per walk (each walk lasts milliseconds, so one
+# launch's cost is lost in it); "L2 flushed" is the L2-sized walk timed the way HBM's is, as a warning
+LATENCY_WALKS = {"HBM": (1 << 30, 20_000), "L2 flushed": (4 << 20, 20_000), "L2": (4 << 20, 20_000),
+                 "shared": (latency.SMEM_SLOTS * 4, 200_000)}
+L2_COPY_SHAPE = (4096, 1024)  # 8 MiB in, 8 MiB out: a copy that stays in L2 when replayed warm
+# shared memory's bandwidth is not measured here: 32 banks x 4 bytes per clock per SM (NVIDIA, CUDA C++
+# Programming Guide, "Shared Memory" of compute capability 9.0), times the SMs and the sampled clock
+SMEM_BYTES_PER_CLOCK = 32 * 4
 
 
 def tile_intensity(BLOCK_M, BLOCK_N, elem_bytes=2):
@@ -69,11 +75,18 @@ def measure_zeros():
 
 
 def measure_latency():
-    """ns per dependent load over random cycles of an HBM-sized and an L2-sized footprint."""
-    clock = bench.max_sm_clock_mhz()
-    return [record("pointer_chase", latency.ns_per_hop(footprint, CHASE_STEPS) * CHASE_STEPS / 1e6,
-                           shape=[footprint // 4], dtype="int32", config={"steps": CHASE_STEPS, "max_sm_mhz": clock})
-            for footprint in FOOTPRINTS.values()]
+    """One pointer-chase walk per rung (LATENCY_WALKS), with the SM clock sampled meanwhile to turn
+    nanoseconds into cycles."""
+    with clocks.Sampler() as sampler:
+        ms = {level: latency.ns_per_hop(level, footprint, steps) * steps / 1e6
+              for level, (footprint, steps) in LATENCY_WALKS.items()}
+        x = bench.randn(*L2_COPY_SHAPE)
+        y = torch.empty_like(x)
+        l2_copy = bench.graph_ms(lambda: y.copy_(x))
+    records = [record("pointer_chase", ms[level], shape=[footprint // 4], dtype="int32",
+                      config={"level": level, "steps": steps}) for level, (footprint, steps) in LATENCY_WALKS.items()]
+    records.append(record("torch_copy", l2_copy, shape=L2_COPY_SHAPE, config={"level": "L2"}, nbytes=bench.copy_bytes(x)))
+    return records + [{**record("gpu_state", sum(ms.values()), shape=[0], config={}), "state": sampler.summary()}]
 
 
 def results(run):
@@ -88,13 +101,57 @@ def ceilings():
     return Ceilings(run.find("torch_copy")["gbps"] / 1000, run.find("cublas_gemm")["tflops"], run.label)
 
 
+@functools.lru_cache(maxsize=None)
+def latency_run():
+    """The walks of section 2, measured once per session (or the recorded ones)."""
+    return results("latency")
+
+
 def latencies():
-    """ns per dependent load by footprint ("HBM", "L2"), the max SM clock (MHz) to turn them into
-    cycles, and where the figures come from."""
-    run = results("latency")
-    by_shape = {r["shape"][0] * 4: r for r in run}
-    ns = {level: by_shape[f]["ms"] * 1e6 / by_shape[f]["config"]["steps"] for level, f in FOOTPRINTS.items()}
-    return ns, next(iter(by_shape.values()))["config"]["max_sm_mhz"], run.label
+    """ns per dependent load by rung (the keys of LATENCY_WALKS), the median SM clock (MHz) sampled
+    while the walks ran, to turn them into cycles, and where the figures come from."""
+    run = latency_run()
+    ns = {}
+    for level in LATENCY_WALKS:
+        r = run.find("pointer_chase", level=level)
+        ns[level] = r["ms"] * 1e6 / r["config"]["steps"]
+    state = run.find("gpu_state").get("state", {})
+    return ns, state.get("sm_mhz_median"), run.label
+
+
+def hierarchy():
+    """The three rungs of section 2 as one table: {rung: (ns per dependent load, TB/s, how the TB/s was
+    had)}, the SM clock, the SM count and where the figures come from."""
+    ns, mhz, label = latencies()
+    run = latency_run()
+    sms = measure.sm_count()
+    rungs = {"shared": (ns["shared"], SMEM_BYTES_PER_CLOCK * sms * mhz * 1e6 / 1e12 if mhz else None,
+                        "32 banks x 4 B per clock per SM (CUDA C++ Programming Guide)"),
+             "L2": (ns["L2"], run.find("torch_copy", level="L2")["gbps"] / 1000, "torch copy of 8 MiB kept in L2: a lower bound, each copy lasts microseconds"),
+             "HBM": (ns["HBM"], ceilings().tbps, "torch copy of 512 MiB")}
+    return rungs, mhz, sms, label
+
+
+def plot_hierarchy(rungs, mhz, label):
+    """Latency and bandwidth of each rung side by side, nearest the SM on top (log scales: each rung
+    down is several times slower to reach)."""
+    import matplotlib.pyplot as plt
+    names = list(rungs)
+    fig, (lat, bw) = plt.subplots(1, 2, figsize=(7.5, 2.6), sharey=True)
+    lat.barh(names, [rungs[n][0] for n in names], color="tab:red")
+    bw.barh(names, [rungs[n][1] or 0 for n in names], color="tab:blue", hatch=["//" if n == "shared" else "" for n in names])
+    for i, n in enumerate(names):
+        t, tbps, _ = rungs[n]
+        lat.text(t, i, f" {t:.0f} ns" + (f" = {t * mhz / 1000:.0f} cycles" if mhz else ""), va="center", fontsize=8)
+        measured = n != "shared"  # shared memory's figure is the bank width times the clock
+        bw.text(tbps or 0, i, (f" {tbps:.1f} TB/s" if tbps else " ?") + ("" if measured else " (from the bank width)"),
+                va="center", fontsize=8)
+    lat.set(xscale="log", xlim=(5, 5000), xlabel="latency of one dependent load (ns)")
+    bw.set(xscale="log", xlim=(1, 300), xlabel="bandwidth, whole chip (TB/s)")
+    lat.invert_yaxis()
+    fig.suptitle(f"memory hierarchy - {label}", fontsize=9)
+    fig.tight_layout()
+    return fig
 
 
 def zeros_vs_random():
