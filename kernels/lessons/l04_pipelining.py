@@ -3,8 +3,10 @@ GEMM with probes that switch one of them off, predict every stage count from the
 measured kernel; then the steps beyond: persistent grid, TMA-store epilogue, warp specialisation,
 and the course's best GEMM against cuBLAS over six shapes."""
 import math
+import time
 
 import torch
+import triton
 
 from ..lab import bench, measure, plots, results as recorded_results, smem
 from ..lab.widgets import REFUSALS, Widget
@@ -12,6 +14,7 @@ from ..ops import gemm
 
 LESSON = "04"
 SHAPE = (8192, 8192, 8192)
+SMALL = (2048, 2048, 2048)  # the shape where the course's TMA GEMMs fall behind cuBLAS (section 6)
 TILE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64)
 STAGES = [1, 2, 3, 4]
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
@@ -32,8 +35,19 @@ def measure_model():
                          checked=lambda name, cfg: cfg.get("probe", "full") == "full")  # the others compute no A @ B
 
 
-def step_variants(a, b, c):
-    """[(name, config, launch)]: cuBLAS, then each step of the lesson's GEMM at the same tile."""
+def budget(name, cfg, compiled=None):
+    """The shared memory a GEMM variant of this lesson asks for, by the course's rule (``smem.Budget``):
+    the ring of A and B tiles, plus the output tile where the persistent kernel stages it for a TMA
+    store apart from the ring (its next tile's loads are already in flight); the one-tile kernels
+    reuse the ring for it."""
+    out_tile = cfg["BLOCK_M"] * cfg["BLOCK_N"] * 2 if name == "gemm_tma_persistent" and cfg["epilogue"] == "tma" else 0
+    return smem.Budget(cfg["stages"], smem.gemm_stage_bytes(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"]),
+                       output_tile=out_tile, compiled=compiled)
+
+
+def step_variants(a, b, c, fitting=True):
+    """[(name, config, launch)]: cuBLAS, then each step of the lesson's GEMM at the same tile; with
+    ``fitting`` only those whose shared memory fits one block (``left_out`` names the others)."""
     v = [("cublas_gemm", {}, lambda: torch.matmul(a, b, out=c))]
     for s in (3, 4):
         v.append(("gemm_tma", {**TILE, "stages": s}, lambda s=s: gemm.matmul_tma(a, b, stages=s, out=c, **TILE)))
@@ -41,18 +55,34 @@ def step_variants(a, b, c):
             v.append(("gemm_tma_persistent", {**TILE, "stages": s, "epilogue": epilogue},
                       lambda s=s, e=epilogue: gemm.matmul_tma_persistent(a, b, stages=s, tma_store=e == "tma", out=c,
                                                                         **TILE)))
-    return v
+    return [x for x in v if not fitting or x[0] == "cublas_gemm" or budget(x[0], x[1]).fits]
+
+
+def left_out():
+    """One line per step variant that does not fit one block's shared memory, with its budget: the
+    compiled kernel's figure (compiled for sm_90, no launch needed) and the model's beside it."""
+    lines = []
+    for name, cfg, _ in step_variants(None, None, None, fitting=False)[1:]:
+        if not budget(name, cfg).fits:
+            kernel = gemm.matmul_tma_persistent_kernel if name == "gemm_tma_persistent" else gemm.matmul_tma_kernel
+            extra = dict(TMA_STORE=cfg["epilogue"] == "tma") if "epilogue" in cfg else {}
+            compiled = gemm.compile_sm90(kernel, *TILE.values(), cfg["stages"], **extra).shared
+            b = budget(name, cfg, compiled)
+            lines.append(f"{measure.describe(name, cfg)}: {b.parts()} = {b.model / 1024:.1f} KiB by the model, "
+                         f"{b.compiled / 1024:.1f} KiB compiled, over the {b.limit / 1024:.1f} KiB one block may use")
+    return lines
 
 
 def _fitting(variants):
-    """The variants that launch on this GPU; the others are left out, and said."""
+    """The variants that launch on this GPU; the others are left out, and said (the budget above leaves
+    out what cannot fit, so on a Hopper GPU this says nothing)."""
     kept = []
     for name, cfg, fn in variants:
         try:
             fn()
             kept.append((name, cfg, fn))
         except REFUSALS as e:
-            print(f"left out: {name} {cfg}: {e}")
+            print(f"left out: {measure.describe(name, cfg)}: {e}")
     return kept
 
 
@@ -75,6 +105,51 @@ def measure_shapes():
     return records
 
 
+def measure_launch():
+    """At 2048^3, where one GEMM is tens of microseconds of GPU work, each kernel three ways: timed as
+    every other figure (``do_bench``: a launch from Python per repetition, L2 cleared before each),
+    replayed from a CUDA graph (``do_bench_cudagraph``: the launches recorded once, so no Python or
+    driver work per launch, and no L2 clearing), and the host's own time per launch (Python, argument
+    checks, descriptor set-up, the driver call), with the GPU kept busy meanwhile."""
+    a, b, c = bench.gemm_operands(*SMALL)
+    t = dict(TILE)
+    variants = [("cublas_gemm", {}, lambda: torch.matmul(a, b, out=c)),
+                ("gemm_pointer", {**t, "stages": 4}, lambda: gemm.matmul(a, b, stages=4, out=c, **t)),
+                ("gemm_tma", {**t, "stages": 3}, lambda: gemm.matmul_tma(a, b, stages=3, out=c, **t)),
+                ("gemm_tma_persistent", {**t, "stages": 3, "epilogue": "tma"},
+                 lambda: gemm.matmul_tma_persistent(a, b, stages=3, out=c, **t))]
+    flops = bench.gemm_flops(*SMALL)
+    records = [{**r, "config": {**r["config"], "timer": "do_bench"}}
+               for r in measure.timed(variants, c, torch.matmul(a, b), 1e-2, shape=SMALL, flops=flops)]
+    for name, cfg, fn in variants:
+        graph = triton.testing.do_bench_cudagraph(fn, rep=100, return_mode="median")
+        records.append(recorded_results.record(name, graph, shape=SMALL, flops=flops, config={**cfg, "timer": "cuda_graph"}))
+        records.append(recorded_results.record(name, host_ms(fn), shape=SMALL, config={**cfg, "timer": "host"}))
+    return records
+
+
+def host_ms(fn, n=100):
+    """Milliseconds of host time per call of ``fn``: ``n`` calls queued back to back behind a long GPU
+    task, so that the GPU never waits for the host and the wall clock measures the host alone."""
+    torch.cuda.synchronize()
+    torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU cycles, far longer than n launches of the host
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    ms = (time.perf_counter() - t0) * 1e3 / n
+    torch.cuda.synchronize()
+    return ms
+
+
+def launch_rows(records):
+    """[(name, config, {timer: record})] for the launch run, in the order measured."""
+    rows = {}
+    for r in records:
+        cfg = {k: v for k, v in r["config"].items() if k != "timer"}
+        rows.setdefault((r["name"], str(cfg)), (r["name"], cfg, {}))[2][r["config"]["timer"]] = r
+    return list(rows.values())
+
+
 def results(run):
     """A run of this lesson (see RUNS): measured now on a GPU, recorded otherwise, with its label."""
     return measure.run(LESSON, run, RUNS[run])
@@ -88,6 +163,12 @@ def versus_cublas(records):
         cublas = next(r for r in rs if r["name"] == "cublas_gemm")
         rows.append((shape, min((r for r in rs if r is not cublas), key=lambda r: r["ms"]), cublas))
     return rows
+
+
+def best_tma(records, shape):
+    """The fastest TMA GEMM record (one tile per program or persistent) at ``shape``."""
+    return min((r for r in records if tuple(r["shape"]) == tuple(shape) and r["name"].startswith("gemm_tma")),
+               key=lambda r: r["ms"])
 
 
 # ---- the model ----------------------------------------------------------------------------------
@@ -162,6 +243,55 @@ def plot_timeline(C, M, stages, ax=None, title=None):
         plots.show(fig)
 
 
+# ---- the ring ------------------------------------------------------------------------------------
+
+def ring(C, M, stages=3, steps=7):
+    """Who waits for whom in an S-slot ring, step by step, with the times of ``timeline``. Step k uses
+    slot k % S. Its fill is the (k // S)-th completion of that slot's full barrier, so the consumer waits
+    on parity (k // S) % 2 - the bit that flips each time the ring wraps (section 4's PTX:
+    ``mbarrier.try_wait.parity``; lesson 05's CUDA: ``wait((k % 6) / 3)`` for S = 3). The producer may
+    refill a slot only once the consumer has released it, that is once the compute of step k - S is done.
+    Returns one dict per step: slot, phase, the load and compute intervals, and each side's wait (or None)."""
+    load, comp = timeline(C, M, stages, steps)
+    rows = []
+    for k in range(steps):
+        free = load[k - 1][1] if k else 0.0         # when the producer could start this load
+        idle = comp[k - 1][1] if k else 0.0         # when the consumer could start this step
+        rows.append(dict(k=k, slot=k % stages, phase=(k // stages) % 2, load=load[k], compute=comp[k],
+                         producer_waits=(free, load[k][0]) if load[k][0] > free + 1e-9 else None,
+                         consumer_waits=(idle, comp[k][0]) if comp[k][0] > idle + 1e-9 else None))
+    return rows
+
+
+def plot_ring(C=1.0, M=0.6, stages=3, steps=7):
+    """The ring drawn: a row per slot (TMA filling it, then wgmma reading it, then released), and a row
+    each for the waits of the producer (on an empty slot) and of the consumer (on a full one)."""
+    import matplotlib.pyplot as plt
+    rows = ring(C, M, stages, steps)
+    fig, ax = plt.subplots(figsize=(7, 0.45 * (stages + 2) + 1))
+    y = {s: stages + 1 - s for s in range(stages)}  # slot 0 on top, the two wait rows below
+    for r in rows:
+        (l0, l1), (c0, c1), s = r["load"], r["compute"], r["slot"]
+        ax.broken_barh([(l0, l1 - l0)], (y[s] - 0.35, 0.7), color=f"C{s}", alpha=0.35)
+        ax.broken_barh([(c0, c1 - c0)], (y[s] - 0.35, 0.7), color=f"C{s}")
+        ax.text((l0 + l1) / 2, y[s], f"TMA k={r['k']}\nphase {r['phase']}", ha="center", va="center", fontsize=6)
+        ax.text((c0 + c1) / 2, y[s], f"wgmma k={r['k']}", ha="center", va="center", fontsize=6, color="white")
+        ax.plot([c1], [y[s] + 0.42], "v", color="k", ms=4)  # released: the slot's empty signal
+        for lane, side, what in ((1, "producer_waits", "empty"), (0, "consumer_waits", "full")):
+            if r[side]:
+                w0, w1 = r[side]
+                ax.broken_barh([(w0, w1 - w0)], (lane - 0.3, 0.6), color="C3", alpha=0.5)
+                ax.text((w0 + w1) / 2, lane, f"{what}[{s}]", ha="center", va="center", fontsize=6)
+    ax.set(yticks=[0, 1, *y.values()],
+           yticklabels=["consumer waits", "producer waits", *(f"slot {s}" for s in y)],
+           xlabel="time (one step's math = 1)",
+           title=f"{stages}-slot ring, {steps} K steps, a load taking {M / C:.1f} of a step's math (v: slot released)")
+    ax.tick_params(axis="y", labelsize=8)
+    ax.title.set_fontsize(9)
+    fig.tight_layout()
+    plt.show()
+
+
 # ---- the widget ----------------------------------------------------------------------------------
 
 class PipelinedGemm(Widget):
@@ -178,11 +308,9 @@ class PipelinedGemm(Widget):
         return gemm.compile_sm90(gemm.matmul_tma_kernel, cfg["BLOCK_M"], cfg["BLOCK_N"], 64, cfg["stages"])
 
     def budget(self, cfg, compiled):
-        # the persistent kernel stages its output tile in shared memory for the TMA store, apart from the
-        # ring (the next tile's loads are already in flight); the one-tile kernel reuses the ring for it
-        out_tile = cfg["BLOCK_M"] * cfg["BLOCK_N"] * 2 if cfg["persistent"] else 0
-        return smem.Budget(cfg["stages"], smem.gemm_stage_bytes(cfg["BLOCK_M"], cfg["BLOCK_N"], 64),
-                           output_tile=out_tile, compiled=compiled.shared)
+        name = "gemm_tma_persistent" if cfg["persistent"] else "gemm_tma"
+        return budget(name, dict(BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], BLOCK_K=64, stages=cfg["stages"],
+                                 epilogue="tma"), compiled=compiled.shared)
 
     def evidence(self, cfg, compiled):
         # the probes are measured once, by the lesson's recording, not at every slider move
@@ -210,4 +338,5 @@ class PipelinedGemm(Widget):
 
 pipelined_gemm = PipelinedGemm()
 
-RUNS = {"model": measure_model, "steps": measure_steps, "shapes": measure_shapes, "sweep": pipelined_gemm.sweep}
+RUNS = {"model": measure_model, "steps": measure_steps, "shapes": measure_shapes, "launch": measure_launch,
+        "sweep": pipelined_gemm.sweep}

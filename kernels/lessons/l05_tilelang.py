@@ -59,6 +59,58 @@ def timed_compile(kind, **cfg):
     return k
 
 
+# ---- the swizzle: how a tile lands in shared-memory banks ------------------------------------------
+
+SWIZZLES = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 1: "CU_TENSOR_MAP_SWIZZLE_32B", 2: "CU_TENSOR_MAP_SWIZZLE_64B",
+            3: "CU_TENSOR_MAP_SWIZZLE_128B"}  # the CUDA Driver API's CUtensorMapSwizzle values
+
+
+def tensor_maps(host_src):
+    """[(box dims, innermost first; swizzle name)] for each tensor map the host code encodes. TileLang 0.1.15
+    passes cuTensorMapEncodeTiled's arguments in its order (map, data type, rank, address, the rank dims,
+    the rank strides, the box, the element strides, interleave, swizzle, L2 promotion, OOB fill:
+    ``src/cuda/runtime.cc``), one integer per stack slot; the last value written to a slot before each
+    call is the one passed."""
+    maps = []
+    for chunk in host_src.split("TVMFFIFunctionCall(__tvm_tensormap_create_tiled_packed")[:-1]:
+        args = {}
+        for i, v in re.findall(r"stack_ffi_any\)\[(\d+)\]\.v_int64\) = \(\(int64_t\)(-?\d+)\)", chunk):
+            args[int(i)] = int(v)
+        rank = args[2]
+        box = [args[4 + 2 * rank + i] for i in range(rank)]
+        maps.append((box, SWIZZLES.get(args[4 + 4 * rank + 1], "another swizzle")))
+    return maps
+
+
+def bank_groups(rows=8, chunks=8, swizzle=True):
+    """For a tile whose rows are 128 bytes (64 fp16), the bank group (4 banks, 16 bytes) each 16-byte
+    chunk of each row lands in: chunk c of row r at group c, or c XOR (r % 8) with the 128-byte swizzle."""
+    return [[c ^ (r % 8) if swizzle else c for c in range(chunks)] for r in range(rows)]
+
+
+def plot_banks(rows=8):
+    """Two grids side by side, unswizzled and with the 128-byte swizzle: a cell per 16-byte chunk of a
+    row (8 per 128-byte row), coloured and numbered by the bank group it lands in; column 0 outlined,
+    the chunks a column read takes from eight rows."""
+    fig, axes = plt.subplots(1, 2, figsize=(7, 2.9))
+    for ax, sw in zip(axes, (False, True)):
+        g = bank_groups(rows, swizzle=sw)
+        ax.imshow(g, cmap="tab10", vmin=0, vmax=9, alpha=0.75)
+        for r in range(rows):
+            for c in range(8):
+                ax.text(c, r, g[r][c], ha="center", va="center", fontsize=7)
+        ax.add_patch(plt.Rectangle((-0.5, -0.5), 1, rows, fill=False, lw=2))
+        hit = len({row[0] for row in g})
+        ax.set(xticks=range(8), yticks=range(rows), xlabel="16-byte chunk of the row (8 fp16 each)",
+               ylabel="row of the tile",
+               title=f"{'128-byte swizzle' if sw else 'no swizzle'}: column 0 hits {hit} bank group{'s' * (hit > 1)}")
+        ax.title.set_fontsize(9)
+        ax.xaxis.label.set_fontsize(8)
+        ax.yaxis.label.set_fontsize(8)
+    fig.tight_layout()
+    plt.show()
+
+
 # ---- the run: TileLang against Triton, cuBLAS and torch ------------------------------------------
 
 def gemm_variants(a, b, c):
