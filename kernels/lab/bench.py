@@ -100,12 +100,14 @@ def graph_ms(fn, rep=100):
     return triton.testing.do_bench_cudagraph(fn, rep=rep, return_mode="median")
 
 
-def host_us(fn, calls=200):
-    """Microseconds of host (Python + driver) time per call of ``fn``, launches queued without waiting:
-    for a kernel shorter than its launch, this and not the GPU sets the pace."""
+def host_us(fn, calls=100):
+    """Microseconds of host time (Python, argument checks, descriptor set-up, the driver call) per call
+    of ``fn``: the calls are queued behind a long GPU task, so the GPU never waits for the host and the
+    wall clock measures the host alone. For a kernel shorter than its launch, this sets the pace."""
     import time
     fn()
     torch.cuda.synchronize()
+    torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU cycles, far longer than the calls below
     t0 = time.perf_counter()
     for _ in range(calls):
         fn()

@@ -3,10 +3,8 @@ GEMM with probes that switch one of them off, predict every stage count from the
 measured kernel; then the steps beyond: persistent grid, TMA-store epilogue, warp specialisation,
 and the course's best GEMM against cuBLAS over six shapes."""
 import math
-import time
 
 import torch
-import triton
 
 from ..lab import bench, measure, plots, results as recorded_results, smem
 from ..lab.widgets import REFUSALS, Widget
@@ -122,23 +120,10 @@ def measure_launch():
     records = [{**r, "config": {**r["config"], "timer": "do_bench"}}
                for r in measure.timed(variants, c, torch.matmul(a, b), 1e-2, shape=SMALL, flops=flops)]
     for name, cfg, fn in variants:
-        graph = triton.testing.do_bench_cudagraph(fn, rep=100, return_mode="median")
-        records.append(recorded_results.record(name, graph, shape=SMALL, flops=flops, config={**cfg, "timer": "cuda_graph"}))
-        records.append(recorded_results.record(name, host_ms(fn), shape=SMALL, config={**cfg, "timer": "host"}))
+        records.append(recorded_results.record(name, bench.graph_ms(fn), shape=SMALL, flops=flops,
+                                               config={**cfg, "timer": "cuda_graph"}))
+        records.append(recorded_results.record(name, bench.host_us(fn) / 1000, shape=SMALL, config={**cfg, "timer": "host"}))
     return records
-
-
-def host_ms(fn, n=100):
-    """Milliseconds of host time per call of ``fn``: ``n`` calls queued back to back behind a long GPU
-    task, so that the GPU never waits for the host and the wall clock measures the host alone."""
-    torch.cuda.synchronize()
-    torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU cycles, far longer than n launches of the host
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    ms = (time.perf_counter() - t0) * 1e3 / n
-    torch.cuda.synchronize()
-    return ms
 
 
 def launch_rows(records):
