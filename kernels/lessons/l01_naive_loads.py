@@ -1,9 +1,11 @@
 """Lesson 01: what a plain load costs. The same copy as one element per thread, as 2D tiles whose
 loads become 16-byte vectors, and as a coalesced against a strided walk; all against torch's copy."""
+import re
+
 import matplotlib.pyplot as plt
 import torch
 
-from ..lab import aot, bench, measure
+from ..lab import aot, bench, measure, results as recorded_results
 from ..lab.mode import DEVICE
 from ..lab.results import record
 from ..lab.widgets import Widget
@@ -45,6 +47,26 @@ def copies():
     return {r["name"]: r["gbps"] for r in run}, run.label
 
 
+def article_copy_claim(rates, where):
+    """The TMA article's "2-3x copy bandwidth" against the copies it could be measured from: this lesson's
+    (``rates``, labelled ``where``) and lesson 03's TMA copies as recorded (one run, same baselines)."""
+    def verdict(r):
+        return "a 2x or larger gain" if r >= 2 else "no 2-3x"
+    ratio = rates["copy_tile"] / rates["copy_elem"]
+    lines = [f"16-byte pointer tile copy (no TMA) / one element per thread: {ratio:.2f}x -> {verdict(ratio)} ({where})"]
+    store = recorded_results.recorded()
+    run = store.select("03", "copies")
+    tma = [r for r in run if r["name"].startswith("copy_tma")]
+    if not tma:
+        return "\n".join(lines + [f"lesson 03's TMA copies: {store.label}"])
+    best = max(tma, key=lambda r: r["gbps"])
+    for base, text in (("copy_tile", "16-byte pointer tile copy"), ("torch_copy", "torch's copy")):
+        r = best["gbps"] / next(b["gbps"] for b in run if b["name"] == base)
+        lines.append(f"best TMA copy / {text}: {r:.2f}x -> {verdict(r)} (lesson 03, {store.label})")
+    lines.append(f"  (best TMA copy: {measure.describe(best['name'], best['config'])})")
+    return "\n".join(lines)
+
+
 def compile_tile(BLOCK_M, BLOCK_N, num_warps, stages=1, dtype=torch.float16, shape=SHAPE):
     x = torch.empty(4, dtype=dtype, device=DEVICE)
     M, N = shape
@@ -55,6 +77,11 @@ def compile_tile(BLOCK_M, BLOCK_N, num_warps, stages=1, dtype=torch.float16, sha
 def thread_loads(compiled):
     """Thread-level global loads one program issues (the kernel has no loop: static = dynamic)."""
     return compiled.counts()["ld.global"] * 32 * compiled.num_warps
+
+
+def spill_stores(compiled):
+    """STL instructions in the SASS: registers spilled to local memory."""
+    return len(re.findall(r"\bSTL\b", compiled.sass))
 
 
 def load_width(compiled):
