@@ -1,6 +1,9 @@
 """Lesson 03: TMA tensor descriptors. Copies, a transpose and a GEMM through tensor maps, against
 torch, cuBLAS and the pointer kernels of lessons 01-02; the seed article's GEMM as a case study;
 and where TMA does not pay."""
+import re
+
+import matplotlib.pyplot as plt
 import torch
 from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
@@ -112,6 +115,79 @@ def measure_seed():
     return measure.timed(variants, c, torch.matmul(a, b), 1e-2, shape=GEMM_SHAPE, flops=bench.gemm_flops(*GEMM_SHAPE))
 
 
+# CUtensorMapSwizzle (CUDA Driver API, cuTensorMapEncodeTiled): the value a tensor map stores -> the span in bytes
+SWIZZLE_BYTES = {0: 0, 1: 32, 2: 64, 3: 128}
+
+
+def tensor_maps(ptx):
+    """The tensor maps a kernel writes on the device, read off its PTX (``tensormap.replace`` lines), in
+    the order it writes them: [{"box": (rows, cols), "swizzle": bytes}]. A box dimension comes as a
+    register set by ``mov.b32 %rN, value`` or as an immediate."""
+    values = dict(re.findall(r"mov\.b32\s+(%r\d+), (\d+);", ptx))
+    maps, box = [], {}
+    for dim, arg in re.findall(r"tensormap\.replace\.tile\.box_dim\S*\s+\[[^]]*\], (0x\d+), ([^;]+);", ptx):
+        box[int(dim, 16)] = int(values.get(arg.strip(), arg.strip()), 0)
+        if len(box) == 2:  # dim 0 is the innermost (the columns of a row-major tile)
+            maps.append({"box": (box[1], box[0])})
+            box = {}
+    swizzles = re.findall(r"tensormap\.replace\.tile\.swizzle_mode\S*\s+\[[^]]*\], (0x\d+);", ptx)
+    for m, sw in zip(maps, swizzles):
+        m["swizzle"] = SWIZZLE_BYTES[int(sw, 16)]
+    return maps
+
+
+def swizzle_choices(widths=(128, 64, 32, 16), rows=64):
+    """What Triton 3.6 puts in the input's tensor map of the course's TMA copy (device side) for a
+    ``rows`` x width fp16 tile: [(width, swizzle bytes, hardware box)], read off the sm_90 code."""
+    x = torch.empty(4, dtype=torch.float16, device=DEVICE)
+    found = []
+    for w in widths:
+        comp = aot.compile_sm90(copy.copy_tma_kernel, x, x, 16384, 16384, 16384, 16384,
+                                BLOCK_M=rows, BLOCK_N=w, num_warps=4)
+        m = tensor_maps(comp.ptx)[0]
+        found.append((w, m["swizzle"], m["box"]))
+    return found
+
+
+def ragged_store(M=300, N=200, box=(128, 64)):
+    """The course's TMA copy of an M x N fp16 tensor into the top-left corner of a NaN-filled buffer as
+    large as the boxes reach (a view with the buffer's row stride): (inside exact, outside untouched).
+    The edge boxes reach past the tensor map's shape; TMA must write nothing there."""
+    rows, cols = -(-M // box[0]) * box[0], -(-N // box[1]) * box[1]
+    x = torch.randn(M, N, device=DEVICE, dtype=torch.float16)
+    buf = torch.full((rows, cols), float("nan"), device=DEVICE, dtype=torch.float16)
+    copy.copy_tma(x, out=buf[:M, :N], BLOCK_M=box[0], BLOCK_N=box[1])
+    outside = torch.ones_like(buf, dtype=torch.bool)
+    outside[:M, :N] = False
+    return torch.equal(buf[:M, :N], x), bool(buf[outside].isnan().all())
+
+
+def draw_ragged(M=300, N=200, box=(128, 64)):
+    """The grid of TMA boxes over an M x N tensor, the part of each edge box outside the tensor shaded."""
+    bm, bn = box
+    rows, cols = -(-M // bm), -(-N // bn)
+    _, ax = plt.subplots(figsize=(6, 3.4))
+    ax.add_patch(plt.Rectangle((0, 0), cols * bn, rows * bm, fc="0.92", ec="0.55", hatch="///", lw=0))
+    ax.add_patch(plt.Rectangle((0, 0), N, M, fc="#9ecae1", ec="C0", lw=2))
+    for i in range(rows + 1):
+        ax.plot([0, cols * bn], [i * bm] * 2, color="k", lw=0.8)
+    for j in range(cols + 1):
+        ax.plot([j * bn] * 2, [0, rows * bm], color="k", lw=0.8)
+    for i in range(rows):
+        for j in range(cols):
+            ax.text((j + 0.5) * bn, (i + 0.5) * bm, f"({i * bm},\n{j * bn})", ha="center", va="center", fontsize=6)
+    ax.set(xlim=(0, cols * bn), ylim=(rows * bm, 0), aspect="equal", xticks=[0, N, cols * bn],
+           yticks=[0, M, rows * bm], xlabel="column", ylabel="row")
+    ax.tick_params(labelsize=7)
+    note = dict(fontsize=8, xycoords="data", textcoords="axes fraction", arrowprops=dict(arrowstyle="->", lw=0.8))
+    ax.annotate(f"the tensor: {M} x {N} fp16\n(the map's shape)", (N / 2, M / 2), (1.15, 0.85), **note)
+    ax.annotate("outside the tensor:\nfilled with zeros on load,\ndropped on store", ((N + cols * bn) / 2, M + 30),
+                (1.15, 0.25), **note)
+    ax.set_title(f"{bm} x {bn} boxes: {rows} x {cols} = {rows * cols} box coordinates, "
+                 "each one TMA load and one store", fontsize=8)
+    plt.show()
+
+
 def results(run):
     """A run of this lesson (see RUNS): measured now on a GPU, recorded otherwise, with its label."""
     return measure.run(LESSON, run, RUNS[run])
@@ -153,9 +229,15 @@ class TmaCopy(Widget):
 
     def evidence(self, cfg, compiled):
         n = compiled.counts()
-        box = cfg["BLOCK_M"] * cfg["BLOCK_N"] * 2
-        return [f"box {cfg['BLOCK_M']}x{cfg['BLOCK_N']} fp16 = {box // 1024} KiB per TMA load; "
-                f"{cfg['descriptor']}-side tensor map",
+        block = f"block {cfg['BLOCK_M']}x{cfg['BLOCK_N']} fp16 = {cfg['BLOCK_M'] * cfg['BLOCK_N'] * 2 // 1024} KiB per stage"
+        maps = tensor_maps(compiled.ptx)  # a device-side map is written by the kernel, so its box shows in the PTX
+        if maps:
+            (rows, cols), swizzle = maps[0]["box"], maps[0]["swizzle"]
+            block += (f", moved as {cfg['BLOCK_N'] // cols} TMA box(es) of {rows}x{cols} ({swizzle}-byte swizzle); "
+                      "device-side tensor map")
+        else:  # a host-side map is encoded at launch, from the box and swizzle the compiler chose
+            block += "; host-side tensor map (box and swizzle encoded at launch: section 6)"
+        return [block,
                 f"sm_90 code: {n['cp.async.bulk.tensor load']} TMA load(s) and {n['cp.async.bulk.tensor store']} "
                 f"TMA store(s) in the code, {n['mbarrier']} mbarrier operations, {n['ld.global']} ld.global"]
 
