@@ -181,13 +181,16 @@ def test_nbgrader_stub_keeps_indentation_and_drops_hidden_tests():
 
 def test_clock_samples_are_summarised_and_described():
     from kernels.lab import clocks
-    line = lambda mhz, w, cap: {"sm_mhz": mhz, "power_w": w, "limit_w": 700.0, "temp_c": 50.0,
+    line = lambda mhz, w, cap, t=0.0: {"t": t, "sm_mhz": mhz, "power_w": w, "limit_w": 700.0, "temp_c": 50.0,
                                 "power_cap": cap, "hw_slowdown": False, "thermal": False}
     s = clocks.Sampler()
     s.samples = [line(1980.0, 300.0, False), line(1500.0, 699.0, True), line(1400.0, 701.0, True), line(1980.0, None, False)]
     got = s.summary()
     assert (got["sm_mhz_median"], got["sm_mhz_min"], got["power_w_max"], got["power_cap_share"]) == (1740.0, 1400.0, 701.0, 0.5)
     assert "power capping in 50% of 4 samples" in clocks.describe(got)
+    s.samples = [line(1980.0, 300.0, False, t=1.0), line(1400.0, 700.0, True, t=2.0), line(1300.0, 700.0, True, t=3.0)]
+    assert s.summary(windows=[(1.5, 2.5), (2.9, 3.1)])["sm_mhz_median"] == 1350.0  # only the kernel's own samples
+    assert clocks._value("t", "2026/11/30 12:00:01.500") % 1 == 0.5
     assert clocks._value("power_cap", " Active") is True and clocks._value("power_w", "[N/A]") is None
     with clocks.Sampler() as none:  # no nvidia-smi or no GPU here: an empty summary, said in words
         pass

@@ -6,6 +6,7 @@ Where the figures go, and how CPU mode reads them back, is ``results``; which of
 gets is ``measure``."""
 import statistics
 import subprocess
+import time
 
 import torch
 import triton
@@ -49,14 +50,18 @@ def median_ms(fn, warmup=25, rep=100):
     return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
-def interleaved_ms(fns: dict, rounds=3, **kw) -> dict:
+def interleaved_ms(fns: dict, rounds=3, windows=None, **kw) -> dict:
     """Median ms of each callable, timed in turn for ``rounds`` rounds, the median of rounds kept.
     Interleaving matters: a long GEMM loop drives the card to its power cap and clocks drop, so a
-    variant timed after its baseline would be judged on a slower card."""
+    variant timed after its baseline would be judged on a slower card. ``windows`` (a dict) gets, per
+    callable, the ``(start, end)`` wall-clock times it was timed in (to match with ``clocks``)."""
     seen = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
+            start = time.time()
             seen[name].append(median_ms(fn, **kw))
+            if windows is not None:
+                windows.setdefault(name, []).append((start, time.time()))
     return {name: statistics.median(v) for name, v in seen.items()}
 
 
@@ -104,7 +109,6 @@ def host_us(fn, calls=100):
     """Microseconds of host time (Python, argument checks, descriptor set-up, the driver call) per call
     of ``fn``: the calls are queued behind a long GPU task, so the GPU never waits for the host and the
     wall clock measures the host alone. For a kernel shorter than its launch, this sets the pace."""
-    import time
     fn()
     torch.cuda.synchronize()
     torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU cycles, far longer than the calls below

@@ -3,10 +3,11 @@ by ``nvidia-smi`` (which reads NVML) every few tens of milliseconds in a child p
 
 A GEMM loop can drive a card to its power limit, and then its clocks drop: a figure measured there is
 a different card's figure. A lesson that names such a cause shows these samples next to it."""
+import datetime
 import statistics
 import subprocess
 
-FIELDS = {"sm_mhz": "clocks.sm", "power_w": "power.draw", "limit_w": "enforced.power.limit",
+FIELDS = {"t": "timestamp", "sm_mhz": "clocks.sm", "power_w": "power.draw", "limit_w": "enforced.power.limit",
           "temp_c": "temperature.gpu", "power_cap": "clocks_event_reasons.sw_power_cap",
           "hw_slowdown": "clocks_event_reasons.hw_slowdown",
           "thermal": "clocks_event_reasons.sw_thermal_slowdown"}
@@ -22,6 +23,8 @@ def _gpu_id():
 
 def _value(field, text):
     text = text.strip()
+    if field == "t":  # local time, as time.time() counts it
+        return datetime.datetime.strptime(text, "%Y/%m/%d %H:%M:%S.%f").timestamp()
     if field in ("power_cap", "hw_slowdown", "thermal"):
         return text == "Active"
     try:
@@ -56,11 +59,13 @@ class Sampler:
                     self.samples.append({k: _value(k, v) for k, v in zip(FIELDS, parts)})
         return False
 
-    def summary(self):
+    def summary(self, windows=None):
         """Median, lowest and highest SM clock, highest power against the enforced limit, and the share
         of samples in which the driver was capping clocks for power, for heat, or by hardware slowdown
-        (``{}`` when nothing was sampled)."""
-        s = self.samples
+        (``{}`` when nothing was sampled). ``windows``: only the samples taken inside these
+        ``(start, end)`` times (``time.time()``), e.g. while one kernel was being timed."""
+        s = self.samples if windows is None else [x for x in self.samples
+                                                  if any(a <= x["t"] <= b for a, b in windows)]
         if not s:
             return {}
         col = lambda k: [x[k] for x in s if x[k] is not None]

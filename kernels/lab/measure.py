@@ -165,20 +165,25 @@ def sm_count(t=None):
 def timed(variants, out, ref, tol=0.0, checked=None, watch=None, **work):
     """Records of ``[(name, config, launch)]``: each launch writing ``out`` is checked against ``ref``
     (those ``checked(name, config)`` accepts, default all), then all are timed in turn
-    (``bench.checked_interleaved``). The first variant is the baseline of the others. ``work`` is
-    the records' shape and ``nbytes`` or ``flops``. With ``watch`` (a config dict), the SM clock and
-    power are sampled while they are timed and kept as one more record, ``gpu_state`` (``clocks``)."""
+    (``bench.interleaved_ms``). The first variant is the baseline of the others. ``work`` is the
+    records' shape and ``nbytes`` or ``flops``. With ``watch`` (a config dict), the SM clock and power
+    are sampled while they are timed (``clocks``): each record gets a ``state`` of the samples taken
+    while it was timed, and one more record, ``gpu_state``, holds the whole run's."""
     fns = {i: fn for i, (_, _, fn) in enumerate(variants)}
-    check = [i for i, (name, cfg, _) in enumerate(variants) if checked is None or checked(name, cfg)]
-    sampler = clocks.Sampler()
+    for i, (name, cfg, fn) in enumerate(variants):
+        if checked is None or checked(name, cfg):
+            bench.check_writes(name, fn, out, ref, tol)
+    sampler, windows = clocks.Sampler(), {}
     with sampler if watch is not None else contextlib.nullcontext():
-        ms = bench.checked_interleaved(fns, out, ref, tol, checked=check)
+        ms = bench.interleaved_ms(fns, windows=windows)
     records = [results.record(name, ms[i], config=cfg, baseline=None if i == 0 else variants[0][0], **work)
                for i, (name, cfg, _) in enumerate(variants)]
-    if watch is not None:
-        records.append({**results.record("gpu_state", sum(ms.values()), config=watch, shape=work["shape"]),
-                        "state": sampler.summary()})
-    return records
+    if watch is None:
+        return records
+    for i, r in enumerate(records):
+        r["state"] = sampler.summary(windows[i])
+    return records + [{**results.record("gpu_state", sum(ms.values()), config=watch, shape=work["shape"]),
+                       "state": sampler.summary()}]
 
 
 def describe(name, config):
