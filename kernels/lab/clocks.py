@@ -87,3 +87,18 @@ def describe(state):
             f"limit, power capping in {state['power_cap_share']:.0%} of {state['samples']} samples"
             + (f", thermal slowdown in {state['thermal_share']:.0%}" if state["thermal_share"] else "")
             + (f", hardware slowdown in {state['hw_slowdown_share']:.0%}" if state["hw_slowdown_share"] else ""))
+
+
+def table(records, unit="tflops"):
+    """One line per record that carries a ``state``: its rate, the median SM clock while it was timed,
+    the rate per GHz of that clock (work per cycle, which the clock does not move), and how often the
+    driver was capping the clock for power meanwhile."""
+    out = [f"{'kernel':44s} {'TFLOP/s' if unit == 'tflops' else 'GB/s':>8s} {'SM MHz':>7s} {'per GHz':>8s}  power-capped"]
+    for r in records:
+        st = r.get("state")
+        if r["name"] == "gpu_state" or not st:
+            continue
+        name = " ".join([r["name"]] + [f"{k}={v}" for k, v in r["config"].items()])
+        out.append(f"{name:44s} {r[unit]:8.0f} {st['sm_mhz_median']:7.0f} {r[unit] / st['sm_mhz_median'] * 1000:8.0f}"
+                   f"  {st['power_cap_share']:.0%} of {st['samples']} samples")
+    return "\n".join(out)
