@@ -11,7 +11,7 @@ from triton.runtime.errors import OutOfResources
 from kernels import DEVICE
 from kernels.lab import operands
 from kernels.lab.errors import ArgumentError, SharedMemoryError, TMAError
-from kernels.ops import copy, gemm, latency, seed_gemm, transpose
+from kernels.ops import copy, gemm, latency, scale, seed_gemm, transpose
 
 from conftest import cpu_only, gpu_only
 
@@ -66,6 +66,8 @@ CASES = [
     _copy("copy_loop", copy.copy_loop, "rows"),
     _copy("copy_tma_loop", copy.copy_tma_loop, "tma"),
     _copy("copy_tma_loop", lambda x, out=None: copy.copy_tma_loop(x, out=out, descriptor="host"), "tma", "host"),
+    Case("scale", lambda x, out=None: scale.scale(1.5, x, out=out), {"x": (M, N)}, "the result", (M, N),
+         lambda x: 1.5 * x.float(), "flat"),
     _transpose("transpose_tile", transpose.transpose_tile, "rows"),
     _transpose("transpose_tma", transpose.transpose_tma, "tma"),
     _gemm("matmul", lambda a, b, out=None: gemm.matmul(a, b, 64, 64, 32, out=out), None),

@@ -220,3 +220,114 @@ tile_on_roofline = TileOnRoofline()
 
 RUNS = {"ceilings": measure_ceilings, "zeros": measure_zeros, "latency": measure_latency,
         "sweep": tile_on_roofline.sweep}
+
+
+# ---- the primer's picture and figures (section 2) and the masked kernel's PTX (section 6) ---------
+
+def draw_machine(sms):
+    """Who runs a kernel (left: a grid of programs, one program as a thread block of 4 warps of 32
+    threads) and where its data lives (right: SMs with registers, shared memory's 32 banks and tensor
+    cores, then the L2 and HBM that all SMs share). ``sms``: the SM count written on the picture."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 3.3), gridspec_kw={"width_ratios": [1, 1.1]})
+    for ax in (left, right):
+        ax.set(xlim=(0, 10), ylim=(0, 10), xticks=[], yticks=[])
+        ax.set_frame_on(False)
+
+    def box(ax, x, y, w, h, text="", color="white", size=7, **kw):
+        ax.add_patch(Rectangle((x, y), w, h, facecolor=color, edgecolor=kw.pop("edge", "k"), lw=0.8, **kw))
+        if text:
+            ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=size)
+
+    # left: the grid, then one program = one thread block = 4 warps (one warpgroup) x 32 threads
+    left.set_title("who runs the code", fontsize=9)
+    left.text(0, 9.5, "grid: one launch, many programs", fontsize=7, va="center")
+    for i in range(8):
+        box(left, 0.2 + i * 1.2, 8.1, 1.0, 0.8, f"{i}", "C1" if i == 2 else "#fde2c4", size=6)
+    left.annotate("", (4.6, 6.6), (2.9, 8.0), arrowprops=dict(arrowstyle="->", lw=0.8))
+    box(left, 0.2, 1.0, 9.4, 5.5, edge="C1", color="#fff5ea")
+    left.text(0.4, 6.05, "program 2 = thread block (CTA), on one SM", fontsize=7)
+    for w in range(4):
+        y = 5.0 - w * 1.0
+        for t in range(32):
+            box(left, 0.5 + t * 0.22, y, 0.2, 0.7, color="C0" if t % 2 else "#9ecae1", edge="none")
+        left.text(7.7, y + 0.35, f"warp {w}", fontsize=6.5, va="center")
+    left.text(0.5, 1.35, "4 warps x 32 threads = 1 warpgroup (128 threads)", fontsize=6.5)
+    left.text(0.5, 0.3, "each small bar is one thread", fontsize=6.5, color="C0")
+
+    # right: SMs (a cluster of two drawn dashed), then L2 and HBM, shared by all SMs
+    right.set_title("where the data lives", fontsize=9)
+    for s, x in enumerate((0.2, 5.2)):
+        box(right, x, 4.2, 4.6, 5.3, color="#f0f0f0")
+        right.text(x + 0.2, 9.0, f"SM {s}", fontsize=7, weight="bold")
+        box(right, x + 0.3, 7.5, 4.0, 1.1, "registers (per thread)", "#c7e9c0", size=6.5)
+        for b in range(32):  # 32 banks, 4 bytes wide each
+            box(right, x + 0.3 + b * 0.125, 5.9, 0.125, 1.1, color="#fdd0a2" if b % 2 else "#fdae6b", edge="none")
+        right.text(x + 2.3, 6.45, "shared memory: 32 banks", ha="center", va="center", fontsize=6.5)
+        box(right, x + 0.3, 4.5, 4.0, 1.1, "tensor cores", "#dadaeb", size=6.5)
+    box(right, 0.05, 3.9, 9.9, 5.75, color="none", edge="grey", linestyle="--")
+    right.text(5.0, 3.55, f"2 of the {sms} SMs, here in one cluster (dashed)", ha="center", va="center",
+               fontsize=6, color="grey")
+    box(right, 0.2, 2.0, 9.6, 1.2, "L2 cache: shared by all SMs", "#fff7bc", size=7)
+    box(right, 0.2, 0.0, 9.6, 1.4, "HBM (global memory): the storeroom across the street", "#fee391", size=7)
+    for x in (1.2, 8.8):
+        right.annotate("", (x, 3.2), (x, 3.9), arrowprops=dict(arrowstyle="<->", lw=0.8))
+        right.annotate("", (x, 1.4), (x, 2.0), arrowprops=dict(arrowstyle="<->", lw=0.8))
+    fig.tight_layout()
+    return fig
+
+
+def device_facts():
+    """Lines of what one SM and one block may hold: this GPU's own figures where there is one
+    (``torch.cuda.get_device_properties``), else the CUDA C++ Programming Guide's for compute capability
+    9.0 with the recorded device's SM count."""
+    from ..lab.mode import LIVE
+    if LIVE:
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        pick = lambda name: getattr(props, name, None)  # noqa: E731  (older torch lacks a few fields)
+        facts = [("SMs", pick("multi_processor_count")), ("threads per warp", pick("warp_size")),
+                 ("threads per SM, at most", pick("max_threads_per_multi_processor")),
+                 ("32-bit registers per SM", pick("regs_per_multiprocessor")),
+                 ("shared memory per block, bytes (opt-in)", pick("shared_memory_per_block_optin")),
+                 ("shared memory per SM, bytes", pick("shared_memory_per_multiprocessor")),
+                 ("L2 cache, bytes", pick("L2_cache_size"))]
+        source = f"this GPU ({props.name}), from torch.cuda.get_device_properties"
+    else:
+        facts = [("SMs", measure.sm_count()), ("threads per warp", 32), ("threads per SM, at most", 2048),
+                 ("32-bit registers per SM", 65536), ("shared memory per block, bytes (opt-in)", 227 * 1024),
+                 ("shared memory per SM, bytes", 228 * 1024)]
+        from ..lab import results
+        source = (f"no GPU here: SMs {results.recorded().label}; the rest from the CUDA C++ Programming Guide, "
+                  "compute capability 9.0")
+    return [f"{name:40s} {value:>10,}" for name, value in facts if value is not None] + [source]
+
+
+def masked_ptx(compiled, show=2):
+    """The PTX lines of a masked 1D kernel that show its mechanism: threads per block (.reqntid), the
+    block index (%ctaid) and thread index (%tid), the mask (setp), the `other` value moved into a load's
+    registers before it (mov), and the predicated loads and stores (@%p). Of each of the last three
+    kinds, the first ``show`` lines and a count of the rest."""
+    lines = [" ".join(line.split()) for line in compiled.ptx.split("\n.section")[0].splitlines()]
+    lines = [line for line in lines if line and not line.startswith(("//", ".loc"))]
+    out, counts, tails = [], {}, {}
+    for i, line in enumerate(lines):
+        kind = next((k for k in ("setp", "ld.global", "st.global") if k in line), None)
+        if kind is None:
+            out += [line] if any(k in line for k in (".reqntid", "%ctaid", "%tid")) else []
+            continue
+        counts[kind] = counts.get(kind, 0) + 1
+        if counts[kind] > show:
+            continue
+        if kind == "ld.global":  # the movs right before a load put `other` into its registers
+            k = i
+            while k > 0 and lines[k - 1].startswith("mov."):
+                k -= 1
+            out += lines[k:i]
+        out.append(line)
+        tails[kind] = len(out)  # where "... n more" goes
+    for kind, at in sorted(tails.items(), key=lambda t: -t[1]):
+        if counts[kind] > show:
+            out.insert(at, f"... {counts[kind] - show} more {kind}")
+    return out
