@@ -18,7 +18,7 @@ DATASHEET = {"H100 SXM": {"tbps": 3.35, "tflops": 989}, "H200": {"tbps": 4.8, "t
 COPY_SHAPE = (16384, 16384)   # 512 MiB per fp16 tensor: many times the 50-60 MB of L2
 GEMM_SHAPE = (8192, 8192, 8192)
 SWEEP_SHAPE = (4096, 4096, 4096)  # the widget's GEMM: big enough to fill the SMs, quick to time
-# the walks of section 2: footprint in bytes and hops per walk (each walk lasts milliseconds, so one
+# the walks of section 3: footprint in bytes and hops per walk (each walk lasts milliseconds, so one
 # launch's cost is lost in it); "L2 flushed" is the L2-sized walk timed the way HBM's is, as a warning
 LATENCY_WALKS = {"HBM": (1 << 30, 20_000), "L2 flushed": (4 << 20, 20_000), "L2": (4 << 20, 20_000),
                  "shared": (latency.SMEM_SLOTS * 4, 200_000)}
@@ -103,7 +103,7 @@ def ceilings():
 
 @functools.lru_cache(maxsize=None)
 def latency_run():
-    """The walks of section 2, measured once per session (or the recorded ones)."""
+    """The walks of section 3, measured once per session (or the recorded ones)."""
     return results("latency")
 
 
@@ -120,7 +120,7 @@ def latencies():
 
 
 def hierarchy():
-    """The three rungs of section 2 as one table: {rung: (ns per dependent load, TB/s, how the TB/s was
+    """The three rungs of section 3 as one table: {rung: (ns per dependent load, TB/s, how the TB/s was
     had)}, the SM clock, the SM count and where the figures come from."""
     ns, mhz, label = latencies()
     run = latency_run()
