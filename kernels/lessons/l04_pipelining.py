@@ -222,8 +222,8 @@ def plot_timeline(C, M, stages, ax=None, title=None):
         ax.broken_barh([(l0, l1 - l0)], (1.1, 0.8), color=f"C{k % 10}", alpha=0.6)
         ax.broken_barh([(c0, c1 - c0)], (0.1, 0.8), color=f"C{k % 10}")
         ax.text((c0 + c1) / 2, 0.5, str(k), ha="center", va="center", fontsize=7, color="white")
-    ax.set(yticks=[0.5, 1.5], yticklabels=["compute", "load"], xlabel="time per step (us)",
-           title=title or f"{stages} stage(s): {comp[-1][1]:.1f} us for 8 steps")
+    ax.set(yticks=[0.5, 1.5], yticklabels=["compute", "load"], xlabel="time on one SM (us)",
+           title=title or f"{stages} stage{'s' * (stages > 1)}: {comp[-1][1]:.1f} us for {len(comp)} steps")
     if own:
         plots.show(fig)
 
