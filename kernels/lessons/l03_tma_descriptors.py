@@ -181,8 +181,9 @@ def draw_ragged(M=300, N=200, box=(128, 64)):
     ax.tick_params(labelsize=7)
     note = dict(fontsize=8, xycoords="data", textcoords="axes fraction", arrowprops=dict(arrowstyle="->", lw=0.8))
     ax.annotate(f"the tensor: {M} x {N} fp16\n(the map's shape)", (N / 2, M / 2), (1.15, 0.85), **note)
-    ax.annotate("outside the tensor:\nfilled with zeros on load,\ndropped on store", ((N + cols * bn) / 2, M + 30),
-                (1.15, 0.25), **note)
+    # the arrow ends below the corner box's label, not on it
+    ax.annotate("outside the tensor:\nfilled with zeros on load,\ndropped on store",
+                ((N + cols * bn) / 2, rows * bm - 0.12 * bm), (1.15, 0.25), **note)
     ax.set_title(f"{bm} x {bn} boxes: {rows} x {cols} = {rows * cols} box coordinates, "
                  "each one TMA load and one store", fontsize=8)
     plt.show()
