@@ -93,12 +93,12 @@ def table(records, unit="tflops"):
     """One line per record that carries a ``state``: its rate, the median SM clock while it was timed,
     the rate per GHz of that clock (work per cycle, which the clock does not move), and how often the
     driver was capping the clock for power meanwhile."""
-    out = [f"{'kernel':44s} {'TFLOP/s' if unit == 'tflops' else 'GB/s':>8s} {'SM MHz':>7s} {'per GHz':>8s}  power-capped"]
-    for r in records:
-        st = r.get("state")
-        if r["name"] == "gpu_state" or not st:
-            continue
-        name = " ".join([r["name"]] + [f"{k}={v}" for k, v in r["config"].items()])
-        out.append(f"{name:44s} {r[unit]:8.0f} {st['sm_mhz_median']:7.0f} {r[unit] / st['sm_mhz_median'] * 1000:8.0f}"
+    rows = [(" ".join([r["name"]] + [f"{k.removeprefix('BLOCK_')}={v}" for k, v in r["config"].items()]), r)
+            for r in records if r["name"] != "gpu_state" and r.get("state")]
+    width = max([len(name) for name, _ in rows] + [6])
+    out = [f"{'kernel':{width}s} {'TFLOP/s' if unit == 'tflops' else 'GB/s':>8s} {'SM MHz':>7s} {'per GHz':>8s}  power-capped"]
+    for name, r in rows:
+        st = r["state"]
+        out.append(f"{name:{width}s} {r[unit]:8.0f} {st['sm_mhz_median']:7.0f} {r[unit] / st['sm_mhz_median'] * 1000:8.0f}"
                    f"  {st['power_cap_share']:.0%} of {st['samples']} samples")
     return "\n".join(out)
