@@ -1,0 +1,523 @@
+"""The interview pack's own items: the topics the lessons touch only in passing (occupancy and register
+pressure, bank conflicts, waves and split-K / stream-K, FP8, profiling), whiteboard problems and "explain
+this PTX/SASS" prompts. Every figure in a worked answer is computed here by the course's own code when
+the answer is first shown: the compiled kernels (``aot``), ``smem``, ``tma_rules``, lesson 04's timeline,
+lesson 05's bank groups, the recorded results; every other claim names its source."""
+import functools
+import math
+import re
+import subprocess
+import tempfile
+
+import torch
+
+from ..lab import aot, isa, results, smem, tma_rules
+from ..lab.errors import TMAError
+from ..lab.mode import DEVICE
+from ..ops import copy, gemm, latency
+from . import l04_pipelining as l04
+from . import l05_tilelang as l05
+from .interview_pack import SMS, Item, gemm_tiles, waves
+
+KiB = 1024
+REGS_PER_SM, MAX_WARPS, REG_UNIT = 65536, 64, 256  # CUDA C++ Programming Guide, compute capability 9.0
+
+
+# ---- compiled kernels, once per session ---------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def compiled(name):
+    """The sm_90 code of one of the course's kernels, as a launch compiles it."""
+    if name == "chase":
+        chain, out = torch.empty(1 << 20, dtype=torch.int32, device=DEVICE), torch.empty(1, dtype=torch.int32,
+                                                                                         device=DEVICE)
+        return aot.compile_sm90(latency.chase_kernel, chain, out, 0, 4096, CACHE=".cg", num_warps=1)
+    if name == "tma_copy":
+        x = torch.empty(4, dtype=torch.float16, device=DEVICE)
+        return aot.compile_sm90(copy.copy_tma_kernel, x, x, 16384, 16384, 16384, 16384,
+                                BLOCK_M=64, BLOCK_N=128, num_warps=4)
+    if name == "gemm_pointer":
+        return gemm.compile_sm90(gemm.matmul_kernel, 128, 256, 64, 3)
+    if name == "gemm_tma":
+        return gemm.compile_sm90(gemm.matmul_tma_kernel, 128, 256, 64, 3)
+    if name == "gemm_tma_fp8":  # B stored K-major (column-major), as fp8 wgmma wants it
+        M = N = K = 4096
+        a = torch.empty(M, K, dtype=torch.float8_e4m3fn, device=DEVICE)
+        b = torch.empty(N, K, dtype=torch.float8_e4m3fn, device=DEVICE).T
+        c = torch.empty(M, N, dtype=torch.float16, device=DEVICE)
+        _, args, meta = gemm.launch_args(a, b, c, 128, 256, 128, 3)
+        return aot.compile_sm90(gemm.matmul_tma_kernel, *args, **meta)
+    if name == "spill":  # lesson 01's 128 x 256 fp16 tile copy on one warp
+        x = torch.empty(4, dtype=torch.float16, device=DEVICE)
+        return aot.compile_sm90(copy.copy_tile_kernel, x, x, 16384, 16384, 16384, 16384,
+                                BLOCK_M=128, BLOCK_N=256, num_warps=1, num_stages=1)
+    raise KeyError(name)
+
+
+def resources(comp):
+    """{"REG": registers per thread, "LOCAL": bytes of local memory per thread, ...}, from the cubin,
+    read by the cuobjdump Triton ships (``cuobjdump -res-usage``)."""
+    from triton.tools.disasm import path_to_cuobjdump
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(comp.cubin)
+        f.flush()
+        text = subprocess.check_output([path_to_cuobjdump(), "-res-usage", f.name], text=True)
+    return {k: int(v) for k, v in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text)}
+
+
+def _clean(lines, width=110):
+    out = []
+    for line in lines:
+        text = " ".join(line.split("//")[0].split())
+        out.append(text if len(text) <= width else text[:width - 5] + " ...")
+    return out
+
+
+def ptx_excerpt(ptx, first, last, keep=None, limit=15):
+    """PTX lines from the first matching ``first`` to the next matching ``last``, without debug lines
+    and comments; with ``keep``, only labels and instructions that start with one of ``keep``."""
+    lines = [ln for ln in ptx.splitlines() if ln.strip() and not ln.strip().startswith(("//", ".loc"))]
+    start = next(i for i, ln in enumerate(lines) if re.search(first, ln))
+    end = next(i for i in range(start + 1, len(lines)) if re.search(last, lines[i]))
+    picked = [ln for ln in lines[start:end + 1]
+              if keep is None or ln.strip().endswith(":") or re.sub(r"^@!?%?\w+\s+", "", ln.strip()).startswith(keep)]
+    return _clean(picked)[:limit]
+
+
+def loop_outline(ptx):
+    """``isa.outline`` of the kernel's main loop: from its label to the branch back."""
+    lines = isa.outline(ptx).splitlines()
+    start = next(i for i, ln in enumerate(lines) if "<- loop" in ln)
+    label = lines[start].split(":")[0]
+    end = next(i for i in range(start + 1, len(lines)) if "bra" in lines[i] and label in lines[i])
+    return lines[start:end + 1]
+
+
+def sass_lines(sass, pattern, limit=12, start=None):
+    """The SASS instructions matching ``pattern``, from the first that matches ``start``."""
+    ops = [ln.split("\t")[-1].strip() if "\t" in ln else ln.strip() for ln in sass.splitlines()]
+    if start:
+        ops = ops[next(i for i, op in enumerate(ops) if re.search(start, op)):]
+    return _clean([op for op in ops if re.search(pattern, op)])[:limit]
+
+
+def _code(lines, lang=""):
+    return f"```{lang}\n" + "\n".join(lines) + "\n```"
+
+
+# ---- questions on the added topics (answers written here, each claim cited or computed) ----------
+
+def _occupancy_of(comp):
+    res = resources(comp)
+    threads = comp.num_warps * 32
+    regs_warp = math.ceil(res["REG"] * 32 / REG_UNIT) * REG_UNIT
+    by_regs = REGS_PER_SM // (regs_warp * comp.num_warps)
+    by_smem = smem.HOPPER_LIMIT // max(comp.shared, 1)
+    blocks = min(by_regs, by_smem, MAX_WARPS // comp.num_warps)
+    return res, threads, regs_warp, by_regs, by_smem, blocks
+
+
+def _occupancy_answer():
+    comp = compiled("gemm_pointer")
+    res, threads, regs_warp, by_regs, by_smem, blocks = _occupancy_of(comp)
+    return (f"`cuobjdump -res-usage` on its cubin: **{res['REG']} registers per thread**, {comp.num_warps} warps "
+            f"= {threads} threads, and the kernel asks {comp.shared / KiB:.1f} KiB of shared memory.\n\n"
+            f"- registers: allocated per warp in units of {REG_UNIT}, so {regs_warp} per warp, "
+            f"{regs_warp * comp.num_warps:,} per block; {REGS_PER_SM:,} per SM allow **{by_regs}** block(s);\n"
+            f"- shared memory: {smem.HOPPER_LIMIT / KiB:.0f} KiB per block at most allow **{by_smem}** block(s);\n"
+            f"- so **{blocks} block per SM**: {blocks * comp.num_warps} of {MAX_WARPS} warps, an occupancy of "
+            f"{blocks * comp.num_warps / MAX_WARPS:.1%}.\n\n"
+            "That is the course's fastest pointer GEMM (lesson 02): low occupancy, and the loads are still "
+            "hidden, by the stages in flight (each warp has several tiles on the road) and by `wgmma` running "
+            "asynchronously, not by more warps. Limits: CUDA C++ Programming Guide, \"Compute Capabilities\" "
+            "table (65,536 registers per SM, at most 255 per thread, 64 resident warps per SM for 9.0); the "
+            "allocation unit is the one the CUDA Occupancy Calculator uses.")
+
+
+def _spill_answer():
+    comp = compiled("spill")
+    res, c = resources(comp), comp.counts()
+    stl, ldl = (len(sass_lines(comp.sass, rf"^{op}\b", limit=None)) for op in ("STL", "LDL"))
+    return (f"`STL` stores registers to **local memory** and `LDL` loads them back: a **spill**. The tile is "
+            f"128 x 256 fp16 = 64 KiB, copied by one warp: 1,024 elements per thread, far more than the 255 "
+            f"registers a thread may have, so the compiler parks values in local memory (per thread, but "
+            f"physically in HBM behind L1 and L2) and reads them back. This kernel: {res['REG']} registers, "
+            f"a {res['STACK']:,}-byte stack frame per thread in local memory (`cuobjdump -res-usage`: STACK), "
+            f"{stl} `STL` and {ldl} `LDL` in its SASS beside {c['LDG']} `LDG`. Lesson 01's sweep measures this tile on one warp as the slowest of all. "
+            "`ptxas -v` reports the same as \"bytes spill stores\"; the cure is more warps per tile (or a "
+            "smaller tile), which spreads the tile over more registers.")
+
+
+def _fp8_answer():
+    lines = {n: next(ln for ln in compiled(n).ptx.splitlines() if "wgmma.mma_async" in ln).split()[0]
+             for n in ("gemm_tma", "gemm_tma_fp8")}
+    k16, k8 = (int(re.search(r"k(\d+)", lines[n]).group(1)) for n in ("gemm_tma", "gemm_tma_fp8"))
+    return (f"The course's TMA GEMM compiled for sm_90 with fp16 operands issues `{lines['gemm_tma']}`; the "
+            f"same kernel with e4m3 operands issues `{lines['gemm_tma_fp8']}`. Read the suffix: a warpgroup "
+            f"computes a 64 x 256 block, K = {k16} per instruction for fp16 and **K = {k8} for fp8**, the "
+            "accumulator in fp32, A and B both e4m3. Same bytes of A and B per instruction, twice the "
+            "multiply-adds: that is where the datasheet's FP8 peak, twice FP16's, comes from (NVIDIA H100 "
+            "Tensor Core GPU datasheet).\n\nWhat `wgmma` takes (PTX ISA, `wgmma.mma_async`): `.e4m3` and "
+            "`.e5m2` in any mix for A and B, accumulating in `.f32` or `.f16`; its transpose flags exist only "
+            "for 16-bit types, so fp8 tiles must sit K-major in shared memory (this kernel's B was stored "
+            "K-major for that reason). What it does not do: scaling. e4m3 reaches at most 448 and e5m2 57,344 "
+            "(OCP 8-bit Floating Point specification), so real FP8 GEMMs carry scale factors (per tensor, row "
+            "or block) applied to the fp32 accumulator in the epilogue, as `torch._scaled_mm` takes them.")
+
+
+def _profiling_answer():
+    store = results.recorded()
+    rows = l04.launch_rows(store.select("04", "launch"))
+    lines = ["| kernel | `do_bench` us | CUDA graph us | host us per launch | bound by |", "|---|---|---|---|---|"]
+    for name, _cfg, t in rows:
+        if not {"do_bench", "cuda_graph", "host"} <= set(t):
+            continue
+        gpu, host = t["cuda_graph"]["ms"] * 1e3, t["host"]["ms"] * 1e3
+        lines.append(f"| {name} | {t['do_bench']['ms'] * 1e3:.1f} | {gpu:.1f} | {host:.1f} | "
+                     f"{'the host' if host > gpu else 'the GPU'} |")
+    table = "\n".join(lines)
+    return (f"Lesson 04's launch run at 2048^3 ({store.label}):\n\n{table}\n\n"
+            "Where the host's time per launch exceeds the GPU's time per kernel, a loop of launches runs at the "
+            "host's pace: those kernels are **launch-bound**, and a faster kernel would change nothing. "
+            "`do_bench`'s figure sits near the GPU time for all of them because the host prepares each launch "
+            "while the GPU clears L2 (lesson 04, section 6). Cures: CUDA graphs, less host work per launch "
+            "(host-side tensor maps), or more work per launch. In Nsight Systems the same shows as gaps between "
+            "kernels on the GPU row while the CPU row is busy.")
+
+
+ADDED = [
+    # occupancy and register pressure
+    ("occupancy", 1, "What is occupancy, and what limits it on Hopper?",
+     "The warps resident on an SM as a fraction of the most it can hold (64 on compute capability 9.0). A block "
+     "is resident only if all of its needs fit at once, so the scarcest resource sets it: registers (65,536 "
+     "32-bit registers per SM, at most 255 per thread), shared memory (up to 227 KB per block, 228 KB per SM), "
+     "at most 32 blocks and 2,048 threads per SM (CUDA C++ Programming Guide, \"Compute Capabilities\"). "
+     "The whiteboard problem on the course's GEMM works it out for a real kernel."),
+    ("occupancy", 2, "Is higher occupancy always faster?",
+     "No. Occupancy is one way to have enough work in flight to cover latency (lesson 00's Little's law); "
+     "independent instructions per warp and asynchronous copies are others. The course's fastest GEMMs run "
+     "one 8-warp block per SM (12.5%), keeping the loads of the next stages on the road with `cp.async` or TMA "
+     "while `wgmma` works. Raising occupancy by cutting registers or tile size can lose more (smaller tiles, "
+     "lower arithmetic intensity, spills) than it gains. V. Volkov, \"Better Performance at Lower Occupancy\" "
+     "(GTC 2010) makes the case with measurements."),
+    ("occupancy", 2, "What is register spilling, and where do you see it?",
+     "When a thread needs more live values than its registers, the compiler stores some to local memory "
+     "(private to the thread, physically in HBM behind the caches) and loads them back: `STL` / `LDL` in the "
+     "SASS, a non-zero `LOCAL` in `cuobjdump -res-usage`, \"bytes spill stores\" from `ptxas -v`. The "
+     "\"explain this SASS\" prompt on lesson 01's one-warp tile shows it."),
+    # bank conflicts
+    ("banks", 1, "How is shared memory banked, and what is a bank conflict?",
+     "32 banks, each 4 bytes wide; successive 4-byte words sit in successive banks, so the bank of a byte "
+     "address is (address / 4) mod 32. A warp's request is served in one pass if its threads touch different "
+     "banks (or the same word, which is broadcast); n different addresses in one bank take n passes, an "
+     "n-way **bank conflict** (CUDA C++ Programming Guide, \"Shared Memory\" under compute capability 5.x "
+     "and later, which Hopper follows)."),
+    ("banks", 2, "Padding or swizzling: how do you remove a bank conflict, and which one does TMA use?",
+     "Padding adds a few unused elements per row (a 32 x 32 fp32 tile stored 32 x 33), so column j of "
+     "successive rows moves to successive banks: simple, but it wastes shared memory and gives rows a "
+     "stride that is not a multiple of 16 bytes, which TMA and `wgmma` cannot describe. Swizzling keeps the "
+     "rows dense and permutes 16-byte chunks within each row by XOR with the row index. TMA writes tiles in "
+     "one of its swizzle patterns (32, 64 or 128 bytes; CUDA Driver API, `CUtensorMapSwizzle`) and the `wgmma` "
+     "descriptor reads the same pattern (lesson 05, section 3)."),
+    # waves, split-K, stream-K
+    ("waves", 2, "What is wave quantization, and what do split-K and stream-K do about it?",
+     "A grid of T equal tiles on P SMs runs in ceil(T / P) waves; the last one is partly empty, and the "
+     "whole GEMM takes as long as the full waves. **Split-K** cuts the K loop of each tile into pieces done "
+     "by different blocks, whose fp32 partial sums are added afterwards (a reduction kernel, or atomics): "
+     "more, shorter work items, at the cost of writing and re-reading partial tiles. **Stream-K** gives each "
+     "of P persistent blocks an equal share of all the K-steps of all tiles, crossing tile boundaries, and "
+     "fixes up the tiles shared by two blocks (M. Osama, D. Merrill, C. Cecka, M. Garland, J. D. Owens, "
+     "\"Stream-K: Work-centric Parallel Decomposition for Dense Matrix-Matrix Multiplication on the GPU\", "
+     "PPoPP 2023; CUTLASS ships both). A persistent kernel alone (lesson 04) does not fix it: its programs "
+     "still take whole tiles in turn, so some take one more tile than others."),
+    ("waves", 3, "A GEMM with M = N = 512 and K = 65,536 runs far below peak. What would you try first?",
+     "Count the tiles: with 128 x 256 tiles that is 4 x 2 = 8 tiles for 132 SMs, so 124 SMs idle however "
+     "fast each tile is. Split K: with 16 splits there are 128 work items of 4,096-deep K loops, the partial "
+     "results (8 x 16 fp32 tiles) reduced afterwards; or a smaller tile; or stream-K. The whiteboard "
+     "problem on waves computes the same kind of count."),
+    # FP8
+    ("fp8", 1, "What FP8 formats does Hopper's tensor core support?",
+     "Two: **e4m3** (4 exponent bits, 3 mantissa bits: more precision, largest value 448) and **e5m2** "
+     "(5 and 2: more range, largest 57,344), as defined by the OCP 8-bit Floating Point specification and "
+     "taken by `wgmma.mma_async` as `.e4m3` / `.e5m2` (PTX ISA). e4m3 is the usual choice for weights and "
+     "activations in the forward pass, e5m2 for gradients (P. Micikevicius et al., \"FP8 Formats for Deep "
+     "Learning\", 2022)."),
+    # profiling
+    ("profiling", 2, "What does `triton.testing.do_bench` report, and what does it hide?",
+     "The median (or another statistic) of many timed repetitions after a warm-up, each timed with CUDA "
+     "events. Before every repetition it writes a 256 MB buffer to clear L2, so each run starts with a cold "
+     "cache (lesson 00, section 3) and the host prepares the next launch while the GPU clears, which hides "
+     "host time up to that long (lesson 04, section 6). The course adds `do_bench_cudagraph` (launches "
+     "replayed from a CUDA graph: GPU time alone, L2 not cleared), its own host time per launch, and the SM "
+     "clock and power sampled during a run (`kernels/lab/bench.py`, `kernels/lab/clocks.py`): a GEMM loop "
+     "reaches the power cap and the clock drops, so a variant and its baseline are interleaved."),
+    ("profiling", 2, "What would you use Nsight Systems for, and what Nsight Compute?",
+     "**Nsight Systems** (`nsys profile`): a timeline of the whole program, CPU threads, CUDA API calls, "
+     "kernels and copies; it shows gaps between kernels, launch-bound loops, synchronisations and overlap "
+     "(NVIDIA, Nsight Systems User Guide). **Nsight Compute** (`ncu`): one kernel at a time, replayed to "
+     "collect hardware counters: throughput against the memory and compute peaks, achieved occupancy, bytes "
+     "per cache level, warp stall reasons, per-line SASS (NVIDIA, Nsight Compute Kernel Profiling Guide). "
+     "By default `ncu` locks the clocks to base (`--clock-control base`), so its durations are not the "
+     "boost-clock times `do_bench` sees. Start with nsys to find where the time goes, then ncu on the kernel "
+     "that matters."),
+]
+
+
+# ---- whiteboard problems ------------------------------------------------------------------------
+
+SMEM_CASES = [  # (BM, BN, BK, output tile staged for a TMA store)
+    (128, 256, 64, False),
+    (128, 256, 64, True),
+    (128, 128, 64, True),
+]
+
+
+def _smem_prompt():
+    cases = "\n".join(f"- {bm} x {bn} x {bk}" + (", output tile staged in shared memory for a TMA store"
+                                                   if out else "") for bm, bn, bk, out in SMEM_CASES)
+    return ("A pipelined fp16 GEMM keeps one A tile (BM x BK) and one B tile (BK x BN) per stage in shared "
+            "memory. On Hopper a block may have 227 KiB. How many stages fit for each configuration?\n\n" + cases)
+
+
+def _smem_answer():
+    out = []
+    for bm, bn, bk, staged in SMEM_CASES:
+        stage = smem.gemm_stage_bytes(bm, bn, bk)
+        tile = bm * bn * 2 if staged else 0
+        fit = (smem.HOPPER_LIMIT - tile) // stage
+        b = smem.Budget(fit, stage, tile)
+        out.append(f"- {bm} x {bn} x {bk}{' + output tile' if staged else ''}: one stage = ({bm} x {bk} + {bk} x "
+                   f"{bn}) x 2 B = {stage / KiB:.0f} KiB" + (f", output tile {tile / KiB:.0f} KiB" if tile else "")
+                   + f"; **{fit} stages** ({b.parts()} = {b.model / KiB:.0f} KiB of {b.limit / KiB:.0f})")
+    comp = compiled("gemm_pointer")
+    return ("\n".join(out) + f"\n\nCheck against a compiled kernel: the course's pointer GEMM at 128 x 256 x 64, "
+            f"3 stages asks **{comp.shared / KiB:.1f} KiB** (`{comp.origin}`): 3 x 48 KiB, as the model says. "
+            "The compiled figure also holds the mbarriers and any buffer the compiler adds, which is why the "
+            "course trusts it over the model (`kernels/lab/smem.py`).")
+
+
+PIPE = dict(N=64, C=1.0, M=1.5)
+
+
+def _pipe_answer():
+    N, C, M = PIPE["N"], PIPE["C"], PIPE["M"]
+    t = {s: l04.timeline(C, M, s, steps=N)[1][-1][1] for s in (1, 2, 3)}
+    return (f"- one stage, serial: N(C + M) = {N} x {C + M:g} = **{N * (C + M):g} us**; lesson 04's timeline "
+            f"(`l04_pipelining.timeline`) ends at {t[1]:g} us.\n"
+            f"- double buffered: N max(C, M) + min(C, M) = {N} x {max(C, M):g} + {min(C, M):g} = "
+            f"**{N * max(C, M) + min(C, M):g} us** (the loads set the pace; one compute drains); the timeline "
+            f"ends at {t[2]:g} us.\n"
+            f"- speed-up {t[1] / t[2]:.2f}x, below the (C + M)/max(C, M) = {(C + M) / max(C, M):.2f} limit "
+            f"only by the fill and drain. A third stage ends at {t[3]:g} us: with M > C the copy engine is "
+            "already busy all the time, so more stages cannot help; they would only if a load's latency, not "
+            "its transfer, exceeded a step (lesson 04, section 1's $M_S$).")
+
+
+def _tma_tensors():
+    """(description, tensor, box): each breaks at most one rule of ``tma_rules``."""
+    base = torch.empty(1024, 1032, dtype=torch.float16)
+    return [
+        ("a contiguous fp16 tensor of 1000 x 1000, box 64 x 64", torch.empty(1000, 1000, dtype=torch.float16), [64, 64]),
+        ("a contiguous fp16 tensor of 1000 x 1001, box 64 x 64", torch.empty(1000, 1001, dtype=torch.float16), [64, 64]),
+        ("`x[:, 1:1025]` of a contiguous 1024 x 1032 fp16 `x`, box 64 x 64", base[:, 1:1025], [64, 64]),
+        ("`x.T` of a contiguous 1024 x 1024 fp16 `x`, box 64 x 64", torch.empty(1024, 1024, dtype=torch.float16).T,
+         [64, 64]),
+        ("a contiguous fp16 tensor of 1024 x 1024, box 64 x 4", torch.empty(1024, 1024, dtype=torch.float16), [64, 4]),
+        ("a contiguous fp32 tensor of 4096 x 4096, box 512 x 32", torch.empty(4096, 4096), [512, 32]),
+    ]
+
+
+def _tma_prompt():
+    cases = "\n".join(f"{i}. {d}" for i, (d, _, _) in enumerate(_tma_tensors(), 1))
+    return ("Which of these can be read through a TMA tensor map with the box given, and which rule does each "
+            "other one break?\n\n" + cases)
+
+
+def _tma_answer():
+    out = []
+    for i, (d, t, box) in enumerate(_tma_tensors(), 1):
+        try:
+            tma_rules.check_operand(t, box, "x")
+            out.append(f"{i}. fits: every row is {t.stride(0) * t.element_size():,} bytes, a multiple of 16.")
+        except TMAError as e:
+            out.append(f"{i}. breaks a rule; the course's check says: *{e}*")
+    return ("\n".join(out) + "\n\nRules: CUDA Driver API, `cuTensorMapEncodeTiled` (16-byte aligned base, strides "
+            "multiples of 16 bytes, box dims 1 to 256, inner box row a multiple of 16 bytes), and Triton 3.6 "
+            "(contiguous last dimension, power-of-two boxes); checked by `kernels/lab/tma_rules.py`, lesson 03 "
+            "section 6.")
+
+
+WAVE_CASES = [((3072, 3072, 3072), 128, 256), ((3072, 3072, 3072), 128, 128), ((2048, 2048, 2048), 128, 256),
+              ((8192, 8192, 8192), 128, 256)]
+
+
+def _waves_prompt():
+    cases = "\n".join(f"- {s[0]}^3 with {bm} x {bn} tiles" for s, bm, bn in WAVE_CASES)
+    return (f"One block computes one output tile, and one block fits per SM. On a GPU with {SMS} SMs (H100 SXM, "
+            "H200), how many waves does each GEMM take, how full is the last one, and what fraction of the "
+            "SMs' time does the grid keep busy?\n\n" + cases)
+
+
+def _waves_answer():
+    out = []
+    for shape, bm, bn in WAVE_CASES:
+        tiles = gemm_tiles(shape, bm, bn)
+        n, last, busy = waves(tiles)
+        out.append(f"- {shape[0]}^3, {bm} x {bn}: {shape[0] // bm} x {shape[1] // bn} = {tiles} tiles -> "
+                   f"**{n} wave{'s' if n > 1 else ''}**, the last with {last} of {SMS} SMs busy; {busy:.0%} of "
+                   "the SM-time does work")
+    return ("\n".join(out) + "\n\nAt 3072^3 with 128 x 256 tiles the third wave runs 24 tiles on 132 SMs: "
+            "the GEMM takes as long as three full waves for 2.2 waves of work. Smaller tiles quantize less "
+            "but have lower intensity; split-K and stream-K spread the work instead (the waves question above). "
+            f"Tiles: `ceil(M/BM) x ceil(N/BN)`, waves `ceil(tiles / {SMS})`.")
+
+
+def _occupancy_prompt():
+    return ("The course's pointer GEMM with 128 x 256 x 64 tiles, 3 stages and 8 warps (lesson 02): find its "
+            "registers per thread and shared memory from the compiled kernel, then work out how many blocks "
+            "one SM can hold and its occupancy. (Per SM on Hopper: 65,536 registers, allocated per warp in "
+            "units of 256; 64 warps; 227 KiB of shared memory per block.)")
+
+
+def _bank_prompt():
+    return ("Shared memory has 32 banks of 4 bytes. (a) The 32 threads of a warp each read one fp32 element of "
+            "column 0 of a 32 x 32 fp32 tile stored row by row: how many ways does the read conflict? And if "
+            "the tile is stored 32 x 33? (b) Eight threads each read the first 16-byte chunk of one of eight "
+            "rows of a 64-wide fp16 tile (128-byte rows), stored plainly or with TMA's 128-byte swizzle: "
+            "which bank groups (4 banks each) do they hit?")
+
+
+def _conflict(addresses):
+    """Passes a warp's 4-byte accesses take: the most distinct words that share one bank."""
+    banks = {}
+    for a in addresses:
+        banks.setdefault((a // 4) % 32, set()).add(a // 4)
+    return max(len(words) for words in banks.values())
+
+
+def _bank_answer():
+    plain = _conflict([r * 32 * 4 for r in range(32)])
+    padded = _conflict([r * 33 * 4 for r in range(32)])
+    groups = {s: [row[0] for row in l05.bank_groups(rows=8, swizzle=s)] for s in (False, True)}
+    ways = {s: max(groups[s].count(g) for g in set(groups[s])) for s in groups}
+    return (f"(a) Row r starts at byte 128 r, a whole number of bank rounds, so column 0 of every row is in "
+            f"bank 0: a **{plain}-way** conflict, 32 passes. With rows of 33 words, row r's element is in bank "
+            f"r mod 32: **{'conflict-free' if padded == 1 else f'{padded}-way'}**.\n\n"
+            f"(b) Plain: chunk 0 of rows 0-7 is in groups {groups[False]}, all the same four banks: "
+            f"**{ways[False]}-way**. Swizzled (chunk c of row r at c XOR (r mod 8), `l05_tilelang.bank_groups`): "
+            f"groups {groups[True]}, all eight different, **{'conflict-free' if ways[True] == 1 else ways[True]}**. "
+            "This is why the TMA engine writes a 64-wide fp16 tile swizzled and `wgmma` reads it so "
+            "(lesson 05, section 3); the passes follow the CUDA C++ Programming Guide's shared-memory rules.")
+
+
+def whiteboard_items():
+    return [
+        Item("wb-smem", "pipelining", 2, "whiteboard", _smem_prompt(), _smem_answer, "the course's `kernels/lab/smem.py`"),
+        Item("wb-pipeline", "pipelining", 2, "whiteboard",
+             f"A GEMM's K loop has N = {PIPE['N']} steps; each step's loads take M = {PIPE['M']:g} us and its math "
+             f"C = {PIPE['C']:g} us. How long does the loop take with one stage, with double buffering, and what "
+             "does a third stage add?", _pipe_answer, "lesson 04's model (`l04_pipelining.timeline`)"),
+        Item("wb-tma", "tma", 2, "whiteboard", _tma_prompt(), _tma_answer, "the course's `kernels/lab/tma_rules.py`"),
+        Item("wb-waves", "waves", 2, "whiteboard", _waves_prompt(), _waves_answer, "tiles / SMs"),
+        Item("wb-occupancy", "occupancy", 3, "whiteboard", _occupancy_prompt(), _occupancy_answer,
+             "the compiled kernel (`cuobjdump -res-usage`)"),
+        Item("wb-banks", "banks", 2, "whiteboard", _bank_prompt(), _bank_answer,
+             "the bank rule, and lesson 05's `bank_groups`"),
+        Item("wb-launch", "profiling", 3, "whiteboard",
+             "At 2048^3 the course timed four GEMMs three ways: `do_bench`, replayed from a CUDA graph, and the "
+             "host's time per launch. From those figures, which GEMMs does the host hold back, and why does "
+             "`do_bench` not show it?", _profiling_answer, "lesson 04's recorded launch run"),
+    ]
+
+
+# ---- explain this PTX / SASS ----------------------------------------------------------------------
+
+def _explain(key, topic, level, kernel_desc, name, pick, answer):
+    def prompt():
+        return f"The course compiled {kernel_desc} for sm_90. What do these lines do?\n\n{_code(pick(compiled(name)))}"
+    return Item(key, topic, level, "explain", prompt, lambda: f"*Code: {compiled(name).origin}.*\n\n{answer()}",
+                "the course's compiled kernel")
+
+
+def _chase_answer():
+    body = ptx_excerpt(compiled("chase").ptx, r"^\$L__BB\d+_\d+:", r"\bbra\b")
+    return (f"The pointer chase's loop, {len(body)} lines: `mad.wide.s32` turns the index just loaded into an "
+            "address (base + 4 x index), `ld.global.cg.b32` loads the next index from there (`.cg`: cached in L2 "
+            "only, not L1), then the counter is decremented and the branch loops back. Each load's address is the "
+            "previous load's value, so no two loads overlap: the time per iteration is the memory's latency "
+            "(lesson 00, section 3). The `mov.u32 ..., 0x0` before the load is the inline PTX Triton wraps "
+            "around every load (a default value), not a second access.")
+
+
+def _cp_async_answer():
+    comp = compiled("gemm_pointer")
+    n = comp.counts()["cp.async"]
+    return ("The main loop of a 3-stage ring, folded by `isa.outline`: wait until at most two commit groups are "
+            "pending (`cp.async.wait_group 2`: the oldest stage has landed), `bar.sync` so every warp sees it, "
+            "four `wgmma` over the K = 64 slice (16 each), `wgmma.wait_group 1` to keep one group of them in "
+            "flight, another barrier (no warp may overwrite a buffer still being read), then issue the next "
+            "stage's copies, A's and B's pieces, each group closed by `cp.async.commit_group`, and branch back. "
+            f"Each thread issues 16-byte `cp.async.cg` pieces itself ({n} `cp.async` instructions in its code): "
+            "that per-thread addressing is what TMA removes (lesson 02, section 2).")
+
+
+def _tma_copy_answer():
+    return ("One thread (the one predicate `%p2` selects) initialises an mbarrier and arms it with `expect_tx` for 16,384 bytes "
+            "(the 64 x 128 fp16 tile); `fence.proxy.async` makes the barrier visible to the copy engine. "
+            "`elect.sync` picks one thread per warp, and the first two warps each issue one "
+            "`cp.async.bulk.tensor.2d` of a 64 x 64 box (the 128-byte swizzle caps a box row at 64 fp16): two "
+            "instructions for the whole tile, addresses computed by the engine from the tensor map. Everyone "
+            "spins on `mbarrier.try_wait.parity` until the bytes have arrived and the phase flips; then the "
+            "barrier is invalidated, and after another proxy fence the tile goes back out with "
+            "`cp.async.bulk.tensor ... global.shared::cta.bulk_group`, a TMA store (lesson 03, section 2).")
+
+
+def _tma_sass_answer():
+    return ("The same TMA copy in SASS: `SYNCS.EXCH.64` initialises the mbarrier, `SYNCS.ARRIVE.TRANS64` arms it "
+            "with the expected bytes, `UTMALDG.2D` is the TMA load (issued under a uniform predicate, by one "
+            "thread), `SYNCS.PHASECHK.TRANS64.TRYWAIT` waits on the barrier's phase, `FENCE.VIEW.ASYNC.S` is "
+            "the proxy fence, `UTMASTG.2D` the TMA store, and `UTMACMDFLUSH` / `DEPBAR` wait for it to leave. "
+            "No `LDG` or `STG` anywhere: the data never passes through registers.")
+
+
+def _tma_gemm_answer():
+    return ("The TMA GEMM's main loop with 3 stages (`isa.outline`): wait on this stage's mbarrier "
+            "(`try_wait.parity`; the phase flips each time the ring wraps), four `wgmma` over the K slice, "
+            "`wgmma.wait_group 1` (the previous group must finish before its buffer is refilled), then one "
+            "thread arms the next free stage's barrier with `expect_tx` 49,152 bytes (a 128 x 64 A tile and a "
+            "64 x 256 B tile in fp16) and two `cp.async.bulk.tensor` load them, and branch back. Compare the "
+            "cp.async loop: a handful of instructions by one thread instead of a copy per 16 bytes by every "
+            "thread (lesson 04, section 4).")
+
+
+def explain_items():
+    return [
+        _explain("ex-chase", "memory", 2, "the pointer chase (`latency.chase_kernel`, `.cg` loads)", "chase",
+                 lambda c: ptx_excerpt(c.ptx, r"^\$L__BB\d+_\d+:", r"\bbra\b"), _chase_answer),
+        _explain("ex-cp-async", "cp.async", 2, "the pointer GEMM (128 x 256 x 64, 3 stages)", "gemm_pointer",
+                 lambda c: loop_outline(c.ptx), _cp_async_answer),
+        _explain("ex-tma-copy", "tma", 3, "the TMA tile copy (64 x 128 fp16, device-side tensor maps)", "tma_copy",
+                 lambda c: ptx_excerpt(c.ptx, r"mbarrier\.init", r"global\.shared::cta\.bulk_group",
+                                       keep=("mbarrier", "cp.async", "fence", "elect", "bra")), _tma_copy_answer),
+        _explain("ex-tma-sass", "tma", 2, "the TMA tile copy (64 x 128 fp16)", "tma_copy",
+                 lambda c: sass_lines(c.sass, r"^(@!?U?P\w+ )?(SYNCS|UTMALDG|UTMASTG|UTMACMDFLUSH|DEPBAR|FENCE)",
+                                      start=r"SYNCS\.EXCH", limit=10),
+                 _tma_sass_answer),
+        _explain("ex-tma-gemm", "pipelining", 3, "the TMA GEMM (128 x 256 x 64, 3 stages)", "gemm_tma",
+                 lambda c: loop_outline(c.ptx), _tma_gemm_answer),
+        _explain("ex-spill", "occupancy", 2, "lesson 01's tile copy with a 128 x 256 fp16 tile on one warp", "spill",
+                 lambda c: sass_lines(c.sass, r"^(LDG|STL|LDL|STG)", limit=8), _spill_answer),
+        _explain("ex-fp8", "fp8", 3, "the TMA GEMM with fp16 operands and again with e4m3 operands", "gemm_tma_fp8",
+                 lambda c: _clean([next(ln for ln in compiled(n).ptx.splitlines() if "wgmma.mma_async" in ln)
+                                   for n in ("gemm_tma", "gemm_tma_fp8")], width=90), _fp8_answer),
+    ]
+
+
+def extra_items():
+    """The added topics' questions, then the whiteboard problems, then the PTX/SASS prompts."""
+    added = []
+    count = {}
+    for topic, level, q, a in ADDED:
+        count[topic] = count.get(topic, 0) + 1
+        added.append(Item(f"{topic}-{count[topic]}", topic, level, "question", q, a, "the interview pack"))
+    return added + whiteboard_items() + explain_items()
