@@ -4,6 +4,7 @@
 # make test-here / bench-here - the same in the current interpreter, installing nothing (a GPU box
 #               whose stack is already there: see README, "Running on a GPU machine")
 # make exercises - regenerate exercises/ from solutions/ (nbgrader's preprocessors)
+# make site   - the course as a static website in _build/html (mystmd reads the committed notebooks, offline)
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
@@ -14,7 +15,7 @@ JOBS   ?= 2
 PYTEST_ARGS = tests $(NOTEBOOKS) --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -q \
 	-n $(JOBS) --dist loadfile
 
-.PHONY: lab test test-here bench-here exercises clean
+.PHONY: lab test test-here bench-here exercises site clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +39,9 @@ bench-here:
 
 exercises: $(VENV)/.installed
 	$(PY) -m kernels.tools.exercises
+
+site: $(VENV)/.installed
+	$(PY) website/build.py
 
 clean:
 	rm -rf $(VENV)

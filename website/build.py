@@ -1,0 +1,187 @@
+"""The course as a static website, offline: python website/build.py (what `make site` runs).
+
+mystmd (Jupyter Book 2's engine) reads myst.yml's table of contents and the committed notebooks, executes
+nothing, and writes each page as a MyST syntax tree (_build/site). Its HTML themes are downloaded from the
+internet on first use, so this file renders those trees into plain HTML itself (_build/html): the notebooks'
+recorded outputs (text, tables, PNG figures) as they were committed, math as MathML, widgets as a note.
+"""
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = ROOT / "_build" / "site"
+OUT = ROOT / "_build" / "html"
+STATIC = "_static"
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def myst_site():
+    """mystmd's content build; --strict fails on any error it reports (a missing page, a broken link)."""
+    if not shutil.which("node"):
+        sys.exit("website/build.py: mystmd runs on Node.js 20 or newer, and there is no `node` on PATH: "
+                 "apt-get install nodejs (Debian's; .ci/run does), or your system's package")
+    shutil.rmtree(SITE, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "mystmd_py.main", "build", "--site", "--ci", "--strict"],
+                   cwd=ROOT, check=True, env={**os.environ, "MYSTMD_ALLOW_NODEENV": "no"})  # never a download
+
+
+class Page:
+    """One page's HTML: its syntax tree rendered, links made relative to where the page lands."""
+
+    def __init__(self, path, targets):
+        self.path, self.targets, self.unknown = path, targets, set()
+
+    def href(self, url):
+        if url.startswith("/") and not url.startswith("//"):  # internal: /slug#anchor or /file.png
+            slug, _, anchor = url[1:].partition("#")
+            target = self.targets.get(slug, f"{STATIC}/{slug}")
+            rel = os.path.relpath(target, os.path.dirname(self.path) or ".")
+            return rel + (f"#{anchor}" if anchor else "")
+        return url
+
+    def children(self, node):
+        return "".join(self.render(c) for c in node.get("children", []))
+
+    def render(self, n):
+        t, kids = n["type"], lambda: self.children(n)
+        if n.get("visibility") == "remove" or t == "comment":
+            return ""
+        if t == "text":
+            return html.escape(n["value"])
+        simple = {"paragraph": "p", "strong": "strong", "emphasis": "em", "superscript": "sup",
+                  "subscript": "sub", "delete": "del", "blockquote": "blockquote", "listItem": "li",
+                  "tableRow": "tr", "summary": "summary", "caption": "figcaption", "admonitionTitle": "p",
+                  "table": "table", "details": "details"}
+        if t in simple:
+            return f"<{simple[t]}>{kids()}</{simple[t]}>"
+        if t in ("root", "span"):
+            return kids()
+        if t == "container":
+            return f"<figure>{kids()}</figure>"
+        if t == "block":
+            cls = "cell" if n.get("kind") == "notebook-code" else "md"
+            body = kids()
+            return f'<details class="{cls}"><summary>code</summary>{body}</details>' if n.get(
+                "visibility") == "hide" else f'<div class="{cls}">{body}</div>'
+        if t == "heading":
+            d = n["depth"]
+            return f'<h{d} id="{html.escape(n.get("html_id", ""))}">{kids()}</h{d}>'
+        if t == "inlineCode":
+            return f"<code>{html.escape(n['value'])}</code>"
+        if t == "code":
+            lang = html.escape(n.get("lang", ""))
+            return f'<pre class="code"><code class="language-{lang}">{html.escape(n["value"])}</code></pre>'
+        if t == "list":
+            tag = "ol" if n.get("ordered") else "ul"
+            start = f' start="{n["start"]}"' if n.get("ordered") and n.get("start", 1) != 1 else ""
+            return f"<{tag}{start}>{kids()}</{tag}>"
+        if t == "link":
+            url, text = n.get("url", ""), kids()
+            if not url and n.get("identifier"):  # an <a id="..."></a> anchor in markdown
+                return f'<a id="{html.escape(n["identifier"])}"></a>{text}'
+            if url == "http://" + re.sub("<[^>]+>", "", text):  # a bare word such as ld.global, linkified
+                return text
+            return f'<a href="{html.escape(self.href(url))}">{text}</a>'
+        if t == "image":
+            return f'<img src="{html.escape(self.href(n["url"]))}" alt="{html.escape(n.get("alt", ""))}">'
+        if t in ("math", "inlineMath"):  # mystmd's KaTeX HTML carries MathML, which browsers draw natively
+            return n.get("html") or f"<code>{html.escape(n['value'])}</code>"
+        if t == "tableCell":
+            tag = "th" if n.get("header") else "td"
+            return f"<{tag}>{kids()}</{tag}>"
+        if t == "admonition":
+            return f'<aside class="admonition {n.get("kind", "note")}">{kids()}</aside>'
+        if t in ("thematicBreak", "break"):
+            return "<hr>" if t == "thematicBreak" else "<br>"
+        if t == "html":
+            return n["value"]
+        if t == "outputs":
+            return f'<div class="outputs">{kids()}</div>' if n.get("children") else ""
+        if t == "output":
+            return self.output(n.get("jupyter_data") or {})
+        self.unknown.add(t)
+        return kids()
+
+    def output(self, out):
+        kind = out.get("output_type")
+        if kind == "stream":
+            return f'<pre class="out {out.get("name", "")}">{html.escape(ANSI.sub("", out["text"]))}</pre>'
+        if kind == "error":
+            return f'<pre class="out stderr">{html.escape(ANSI.sub("", chr(10).join(out["traceback"])))}</pre>'
+        data = out.get("data", {})
+
+        def content(mime):
+            item = data[mime]
+            if "content" in item:
+                return item["content"]
+            return (SITE / "public" / item["path"].lstrip("/")).read_text()
+
+        if "application/vnd.jupyter.widget-view+json" in data:
+            return ('<p class="widget">An interactive widget (sliders) sits here: open the notebook in '
+                    "JupyterLab to use it.</p>")
+        for mime in ("image/png", "image/jpeg", "image/svg+xml"):
+            if mime in data:
+                alt = html.escape(content("text/plain")) if "text/plain" in data else "figure"
+                return f'<img class="out" src="{html.escape(self.href(data[mime]["path"]))}" alt="{alt}">'
+        if "text/html" in data:
+            return f'<div class="out html">{content("text/html")}</div>'
+        if "text/plain" in data:
+            return f'<pre class="out">{html.escape(ANSI.sub("", content("text/plain")))}</pre>'
+        return ""
+
+
+def nav(pages, targets, here):
+    items = []
+    for p in pages:
+        if "slug" not in p:
+            items.append(f'<li class="group">{html.escape(p["title"])}</li>')
+            continue
+        href = os.path.relpath(targets[p["slug"]], os.path.dirname(here) or ".")
+        cur = ' class="here"' if targets[p["slug"]] == here else ""
+        items.append(f'<li{cur}><a href="{html.escape(href)}">{html.escape(p["title"])}</a></li>')
+    return "<ul>" + "".join(items) + "</ul>"
+
+
+def render_site():
+    config = json.loads((SITE / "config.json").read_text())
+    project = config["projects"][0]
+    contents = [json.loads(f.read_text()) for f in sorted((SITE / "content").glob("*.json"))]
+    # each page lands where its source sits: notebooks/03_tma_descriptors.ipynb -> notebooks/03_tma_descriptors.html
+    targets = {c["slug"]: "index.html" if c["slug"] == project["index"]
+               else str(Path(c["location"].lstrip("/")).with_suffix(".html")) for c in contents}
+    shutil.rmtree(OUT, ignore_errors=True)
+    shutil.copytree(SITE / "public", OUT / STATIC)
+    shutil.copy(ROOT / "website" / "style.css", OUT / STATIC / "style.css")
+    home = [{"slug": project["index"], "title": "Home"}] + project["pages"]
+    unknown = set()
+    for c in contents:
+        path = targets[c["slug"]]
+        page = Page(path, targets)
+        title = c["frontmatter"].get("title", c["slug"])
+        head = "" if c["frontmatter"].get("content_includes_title") else f"<h1>{html.escape(title)}</h1>"
+        css = os.path.relpath(f"{STATIC}/style.css", os.path.dirname(path) or ".")
+        body = page.render(c["mdast"])
+        unknown |= page.unknown
+        (OUT / path).parent.mkdir(parents=True, exist_ok=True)
+        (OUT / path).write_text(
+            f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f'<title>{html.escape(title)}</title><link rel="stylesheet" href="{css}"></head>\n'
+            f'<body><nav><p class="project">{html.escape(project["title"])}</p>{nav(home, targets, path)}</nav>\n'
+            f'<main>{head}{body}</main></body></html>\n')
+    if unknown:  # a kind of node this renderer does not know yet: its text is kept, its form is not
+        print(f"website/build.py: rendered only the children of unknown node types: {sorted(unknown)}",
+              file=sys.stderr)
+    print(f"{len(contents)} pages in {OUT.relative_to(ROOT)}/ (open {OUT.relative_to(ROOT)}/index.html)")
+    return unknown
+
+
+if __name__ == "__main__":
+    myst_site()
+    sys.exit(1 if render_site() else 0)
