@@ -35,7 +35,7 @@ class Page:
     """One page's HTML: its syntax tree rendered, links made relative to where the page lands."""
 
     def __init__(self, path, targets):
-        self.path, self.targets, self.unknown = path, targets, set()
+        self.path, self.targets, self.unknown, self.files = path, targets, set(), set()
 
     def href(self, url):
         if url.startswith("/") and not url.startswith("//"):  # internal: /slug#anchor or /file.png
@@ -43,6 +43,9 @@ class Page:
             target = self.targets.get(slug, f"{STATIC}/{slug}")
             rel = os.path.relpath(target, os.path.dirname(self.path) or ".")
             return rel + (f"#{anchor}" if anchor else "")
+        local = Path(os.path.dirname(self.path)) / url.partition("#")[0]
+        if ":" not in url and (ROOT / local).is_file():  # a file of the course the page names: copied beside it
+            self.files.add(local)
         return url
 
     def children(self, node):
@@ -168,6 +171,9 @@ def render_site():
         css = os.path.relpath(f"{STATIC}/style.css", os.path.dirname(path) or ".")
         body = page.render(c["mdast"])
         unknown |= page.unknown
+        for f in page.files:
+            (OUT / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / f, OUT / f)
         (OUT / path).parent.mkdir(parents=True, exist_ok=True)
         (OUT / path).write_text(
             f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
