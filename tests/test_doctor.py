@@ -202,11 +202,17 @@ def test_the_interpreter_off_in_cpu_mode_fails(monkeypatch):
     assert r.status == "FAIL" and "import kernels before triton" in r.fix
 
 
-def test_the_interpreter_on_a_gpu_fails(monkeypatch):
+@pytest.mark.parametrize("env, kernel", [("1", "JITFunction"), ("0", "InterpretedFunction")])
+def test_the_interpreter_on_a_gpu_fails(monkeypatch, env, kernel):
+    import kernels.ops.scale as scale
     monkeypatch.setattr(doctor, "_mode", lambda: SimpleNamespace(MODE="hopper"))
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    monkeypatch.setattr(scale, "scale_kernel", type(kernel, (), {})())
+    monkeypatch.setenv("TRITON_INTERPRET", env)
     r = doctor.check_interpreter()
     assert r.status == "FAIL" and "unset TRITON_INTERPRET" in r.fix
+    monkeypatch.setattr(scale, "scale_kernel", type("JITFunction", (), {})())
+    monkeypatch.delenv("TRITON_INTERPRET")
+    assert doctor.check_interpreter().status == "OK"
 
 
 def test_the_interpreter_is_right_for_this_mode_here():
@@ -266,9 +272,11 @@ def test_a_failed_compile_fails_with_the_triton_fix():
     assert r.status == "FAIL" and "ptxas not found" in r.detail and "triton==3.6.0" in r.fix
 
 
-def test_a_compile_without_tma_fails():
-    plain = SimpleNamespace(origin="x", counts=lambda: {"ld.global": 2, "LDG": 2})
-    r = doctor.check_compile(lambda: plain)
+@pytest.mark.parametrize("counts", [{"ld.global": 2, "LDG": 2},                      # no TMA at all
+                                    {"cp.async.bulk.tensor load": 2, "LDG": 2}])   # PTX has it, SASS not
+def test_a_compile_without_tma_fails(counts):
+    compiled = SimpleNamespace(origin="x", counts=lambda: counts)
+    r = doctor.check_compile(lambda: compiled)
     assert r.status == "FAIL" and "without TMA" in r.detail and r.fix
 
 
@@ -291,10 +299,10 @@ def test_the_recorded_results_are_read():
 
 def test_missing_results_fail_with_git_checkout(tmp_path):
     r = doctor.check_results(tmp_path / "nvidia-h200.json")
-    assert r.status == "FAIL" and "missing" in r.detail and "git checkout --" in r.fix
+    assert r.status == "FAIL" and r.detail.startswith("nvidia-h200.json is missing") and "git checkout --" in r.fix
 
 
 def test_unreadable_results_fail(tmp_path):
     (tmp_path / "nvidia-h200.json").write_text('{"records": [')
     r = doctor.check_results(tmp_path / "nvidia-h200.json")
-    assert r.status == "FAIL" and "unreadable" in r.detail and "git checkout --" in r.fix
+    assert r.status == "FAIL" and r.detail.startswith("nvidia-h200.json is unreadable") and "git checkout --" in r.fix
