@@ -124,7 +124,7 @@ def check_packages(mode=None):
                "numpy": "Triton 3.6's interpreter fails loops over runtime bounds with numpy 2.4+"}.get(name)
         if name == "numpy" and mode in ("hopper", "gpu"):
             why = "the pin guards the interpreter, which a GPU never uses"
-        detail = f"{have}, pinned {pinned}" + (f": {why}" if why else ": untested, probably works")
+        detail = f"{have}, pinned {pinned}" + (f": {why}" if why else ": not the version the course was tested with")
         out.append(Result(name, "FAIL" if strict else "WARN", detail, fix))
     return out
 
@@ -337,7 +337,7 @@ def check_compile(compile=None):
     if not loads or not utma:
         return Result("sm_90 compile", "FAIL", f"compiled, but without TMA: PTX cp.async.bulk.tensor loads {loads}, "
                                                f"SASS UTMALDG {utma}", fix)
-    return Result("sm_90 compile", "OK", f"TMA copy {compiled.origin}: PTX cp.async.bulk.tensor x{loads}, "
+    return Result("sm_90 compile", "OK", f"a TMA copy ({compiled.origin}): PTX cp.async.bulk.tensor x{loads}, "
                                          f"SASS UTMALDG x{utma} ({time.perf_counter() - t:.1f} s)")
 
 
