@@ -337,7 +337,7 @@ def check_compile(compile=None):
     if not loads or not utma:
         return Result("sm_90 compile", "FAIL", f"compiled, but without TMA: PTX cp.async.bulk.tensor loads {loads}, "
                                                f"SASS UTMALDG {utma}", fix)
-    return Result("sm_90 compile", "OK", f"a TMA copy ({compiled.origin}): PTX cp.async.bulk.tensor x{loads}, "
+    return Result("sm_90 compile", "OK", f"a TMA copy, {compiled.origin}: PTX cp.async.bulk.tensor x{loads}, "
                                          f"SASS UTMALDG x{utma} ({time.perf_counter() - t:.1f} s)")
 
 
