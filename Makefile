@@ -5,6 +5,8 @@
 #               whose stack is already there: see README, "Running on a GPU machine")
 # make exercises - regenerate exercises/ from solutions/ (nbgrader's preprocessors)
 # make site   - the course as a static website in _build/html (mystmd reads the committed notebooks, offline)
+# make doctor / doctor-here - the seat check (kernels/tools/doctor.py) in .venv / in the current
+#               interpreter; run as a file so that it reports even where `import kernels` fails
 PYTHON ?= python3
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
@@ -15,7 +17,7 @@ JOBS   ?= 2
 PYTEST_ARGS = tests $(NOTEBOOKS) --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -q \
 	-n $(JOBS) --dist loadfile
 
-.PHONY: lab test test-here bench-here exercises site clean
+.PHONY: lab test test-here bench-here exercises site doctor doctor-here clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +38,13 @@ test-here:
 
 bench-here:
 	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m kernels.tools.record
+
+doctor:
+	@test -x $(PY) || { echo "FAIL  no $(VENV) here: make lab creates it (or make doctor-here, with the stack installed)"; exit 1; }
+	$(PY) kernels/tools/doctor.py
+
+doctor-here:
+	$(PYTHON) kernels/tools/doctor.py
 
 exercises: $(VENV)/.installed
 	$(PY) -m kernels.tools.exercises
