@@ -82,7 +82,7 @@ def test_hooks_spread_participants_over_the_gpus_and_pass_the_switch(monkeypatch
     c.Spawner.pre_spawn_hook(s)  # no nvidia-smi: no GPU, and no switch unless the room asks for it
     assert s.environment["CUDA_VISIBLE_DEVICES"] == "" and "COURSE_RECORDED" not in s.environment
     c, _ = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD, COURSE_ROOM_GPUS="2, 3")
-    assert _load_config.__name__ and c.Spawner.pre_spawn_hook.__globals__["GPUS"] == ["2", "3"]
+    assert c.Spawner.pre_spawn_hook.__globals__["GPUS"] == ["2", "3"]  # the instructor's choice of GPUs
     with pytest.raises(SystemExit, match="COURSE_ROOM_PASSWORD"):
         _load_config(monkeypatch, tmp_path)
 
