@@ -11,7 +11,7 @@
 
 Importing the package picks the run mode (see ``kernels.lab.mode``) before any kernel exists, so
 ``import kernels`` comes before ``import triton`` in every notebook."""
-from .lab.mode import DEVICE, HAS_TMA, INTERPRET, LIVE, MODE, device_name, sm_count  # noqa: F401  (first)
+from .lab.mode import DEVICE, HAS_TMA, INTERPRET, LIVE, MODE, device_name, recorded_only, sm_count  # noqa: F401  (first)
 
 import torch  # noqa: E402
 import triton  # noqa: E402
@@ -26,6 +26,13 @@ _MODE_TEXT = {
 }
 
 
+def times_here(needs="gpu"):
+    """Whether a cell may time kernels on this machine: a CUDA GPU (a Hopper one for ``needs="hopper"``)
+    and no COURSE_RECORDED=1 (a room sharing the GPU shows recorded figures instead)."""
+    from .lab import measure
+    return measure.can_run(needs)
+
+
 def banner():
     """One line: mode, device, versions. Every notebook starts with it (and sets the allocator that
     device-side descriptors need in the notebook's thread)."""
@@ -34,3 +41,6 @@ def banner():
     sm = f" (sm_{cap[0]}{cap[1]})" if cap else ""
     print(f"[{MODE}] {device_name()}{sm} | torch {torch.__version__} | triton {triton.__version__} | "
           f"{_MODE_TEXT[MODE]}")
+    if recorded_only():
+        print("COURSE_RECORDED=1: every timing and widget figure is the recorded one (results/), labelled so; "
+              "nothing is timed on this machine" + (" (kernels still run, for correctness)" if LIVE else ""))

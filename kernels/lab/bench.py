@@ -12,8 +12,8 @@ import torch
 import triton
 
 from .check import rel_err
-from .errors import NoGPUError
-from .mode import MODE
+from .errors import CourseError, NoGPUError
+from .mode import MODE, recorded_only
 
 
 def randn(*shape):
@@ -43,10 +43,18 @@ def tflops(flops, ms):
     return flops / (ms * 1e-3) / 1e12
 
 
-def median_ms(fn, warmup=25, rep=100):
-    """Median milliseconds of ``fn()`` over ``rep`` ms of repeats after ``warmup`` ms of warm-up."""
+def _may_time():
+    """Every timer's gate: a GPU, and no COURSE_RECORDED (a room sharing the card shows recorded figures)."""
     if MODE == "cpu":
         raise NoGPUError("timing needs a CUDA GPU; in CPU mode the notebooks show recorded figures")
+    if recorded_only():
+        raise CourseError("COURSE_RECORDED=1: this session shows recorded figures and times nothing on the GPU "
+                          "(it may be shared); start Jupyter without COURSE_RECORDED to time here")
+
+
+def median_ms(fn, warmup=25, rep=100):
+    """Median milliseconds of ``fn()`` over ``rep`` ms of repeats after ``warmup`` ms of warm-up."""
+    _may_time()
     return triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median")
 
 
@@ -100,8 +108,7 @@ def graph_ms(fn, rep=100):
     """Median ms per call of ``fn`` replayed back to back from a CUDA graph
     (``triton.testing.do_bench_cudagraph``): no host launch cost between calls and, unlike
     ``median_ms``, no L2 flush, so the data stays wherever the previous call left it."""
-    if MODE == "cpu":
-        raise NoGPUError("timing needs a CUDA GPU; in CPU mode the notebooks show recorded figures")
+    _may_time()
     return triton.testing.do_bench_cudagraph(fn, rep=rep, return_mode="median")
 
 
@@ -109,6 +116,7 @@ def host_us(fn, calls=100):
     """Microseconds of host time (Python, argument checks, descriptor set-up, the driver call) per call
     of ``fn``: the calls are queued behind a long GPU task, so the GPU never waits for the host and the
     wall clock measures the host alone. For a kernel shorter than its launch, this sets the pace."""
+    _may_time()
     fn()
     torch.cuda.synchronize()
     torch.cuda._sleep(200_000_000)  # about 0.1 s of GPU cycles, far longer than the calls below

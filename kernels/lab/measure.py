@@ -9,12 +9,20 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import bench, clocks, results
-from .mode import LIVE, MODE, device_name, sm_count as _sm_count
+from .mode import LIVE, MODE, device_name, recorded_only, sm_count as _sm_count
 
 
 def can_run(needs="gpu"):
-    """Whether kernels that need ``"gpu"`` (any CUDA GPU) or ``"hopper"`` (sm_90a code) run here."""
+    """Whether figures of kernels that need ``"gpu"`` (any CUDA GPU) or ``"hopper"`` (sm_90a code) are
+    measured here now: they run here and the room has not asked for recorded figures (COURSE_RECORDED)."""
+    if recorded_only():
+        return False
     return MODE == "hopper" if needs == "hopper" else LIVE
+
+
+def recorded_label(store):
+    """Where recorded figures come from; on a GPU told not to time, say why they are not this GPU's."""
+    return store.label + (" (COURSE_RECORDED=1: not timed on this GPU)" if LIVE and recorded_only() else "")
 
 
 def live_label():
@@ -55,7 +63,7 @@ def run(lesson, run_name, measure_fn, needs="gpu") -> Run:
     if can_run(needs):
         return Run(take(lesson, run_name, measure_fn), live_label())
     store = results.recorded()
-    return Run(store.select(lesson, run_name), store.label)
+    return Run(store.select(lesson, run_name), recorded_label(store))
 
 
 @dataclass
@@ -151,12 +159,12 @@ def versus(q: Query) -> Figure:
     b = store.baseline_of(r) if r else None
     if r is None or b is None:
         raise NoRecord(f"no recorded measurement of {q.name} {q.config} at {list(q.shape)} ({store.label})")
-    return Figure(r[q.unit], b[q.unit], q.unit, store.label)
+    return Figure(r[q.unit], b[q.unit], q.unit, recorded_label(store))
 
 
 def sm_count(t=None):
     """SMs of the GPU the figures come from: this one when live, else the recording device's."""
-    if LIVE:
+    if can_run():
         import torch
         return _sm_count(t if t is not None else torch.empty(0, device="cuda"))
     return results.recorded().sm_count

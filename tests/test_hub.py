@@ -1,0 +1,234 @@
+"""The workshop room (workshop/jupyterhub_config.py): the real hub on 127.0.0.1 with its proxy, two
+participants logged in with the room's password, their servers started, a lesson cell executed in each
+through the server's REST API and kernel websocket, the GPU spread and the recorded switch seen inside
+their kernels, and everything shut down with no process left behind. A fake `nvidia-smi` lists two
+GPUs, so the spread is tested on a machine without any (the kernels then find no GPU: CPU mode)."""
+import asyncio
+import concurrent.futures
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import types
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG = ROOT / "workshop" / "jupyterhub_config.py"
+PASSWORD = "room-password-for-the-test"
+FAKE_SMI = "#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-fake-0)'\necho 'GPU 1: NVIDIA H200 (UUID: GPU-fake-1)'\n"
+CELL = """import os
+import kernels
+kernels.banner()
+from kernels.lessons import l00_memory_wall as lesson
+ceil = lesson.ceilings()
+print(f"ridge {ceil.ridge:.0f} FLOP/B ({ceil.label})")
+print("seat", repr(os.environ.get("CUDA_VISIBLE_DEVICES")), repr(os.environ.get("COURSE_RECORDED")), os.getcwd())
+"""
+
+
+def _fake_smi(folder):
+    folder.mkdir(exist_ok=True)
+    smi = folder / "nvidia-smi"
+    smi.write_text(FAKE_SMI)
+    smi.chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ['PATH']}"
+
+
+def _load_config(monkeypatch, tmp_path, **env):
+    """The config file as JupyterHub loads it (its hooks and settings), in ``tmp_path`` with ``env``."""
+    from traitlets.config import Config
+    for key in ("COURSE_ROOM_PASSWORD", "COURSE_ROOM_RECORDED", "COURSE_ROOM_GPUS"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.chdir(tmp_path)
+    c = Config()
+    scope = {"get_config": lambda: c, "__file__": str(CONFIG)}
+    exec(compile(CONFIG.read_text(), str(CONFIG), "exec"), scope)
+    return c, scope
+
+
+def _spawner(tmp_path, name):
+    log = types.SimpleNamespace(info=lambda *a: None)
+    return types.SimpleNamespace(user=types.SimpleNamespace(name=name), name="", log=log, environment={},
+                                 home_dir=str(tmp_path / "participants" / name))
+
+
+def test_hooks_spread_participants_over_the_gpus_and_pass_the_switch(monkeypatch, tmp_path):
+    c, _ = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD, COURSE_ROOM_RECORDED="1",
+                        PATH=_fake_smi(tmp_path / "bin"))
+    seat = {}
+    for name in ("ada", "bob", "cy"):
+        s = _spawner(tmp_path, name)
+        c.Spawner.pre_spawn_hook(s)
+        seat[name] = s.environment["CUDA_VISIBLE_DEVICES"]
+        assert s.environment["COURSE_RECORDED"] == "1"
+        assert s.environment["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
+        assert (tmp_path / "participants" / name / "notebooks" / "00_memory_wall.ipynb").exists()
+    assert seat == {"ada": "0", "bob": "1", "cy": "0"}
+    c.Spawner.post_stop_hook(_spawner(tmp_path, "bob"))  # bob leaves: GPU 1 is the least loaded
+    dee = _spawner(tmp_path, "dee")
+    c.Spawner.pre_spawn_hook(dee)
+    assert dee.environment["CUDA_VISIBLE_DEVICES"] == "1"
+
+    c, _ = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD, PATH=str(tmp_path / "nowhere"))
+    s = _spawner(tmp_path, "ada")
+    c.Spawner.pre_spawn_hook(s)  # no nvidia-smi: no GPU, and no switch unless the room asks for it
+    assert s.environment["CUDA_VISIBLE_DEVICES"] == "" and "COURSE_RECORDED" not in s.environment
+    c, _ = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD, COURSE_ROOM_GPUS="2, 3")
+    assert c.Spawner.pre_spawn_hook.__globals__["GPUS"] == ["2", "3"]  # the instructor's choice of GPUs
+    with pytest.raises(SystemExit, match="COURSE_ROOM_PASSWORD"):
+        _load_config(monkeypatch, tmp_path)
+
+
+# ---- the real hub ------------------------------------------------------------------------------
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def _wait(what, check, timeout, hub, log):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if hub.poll() is not None:
+            pytest.fail(f"the hub exited ({hub.returncode}) while waiting for {what}:\n{log.read_text()[-4000:]}")
+        got = check()
+        if got:
+            return got
+        time.sleep(0.3)
+    pytest.fail(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
+
+
+def _login(requests, url, name):
+    """A participant logs in through the form, as a browser does, then asks for an API token."""
+    s = requests.Session()
+    s.get(f"{url}/hub/login").raise_for_status()
+    xsrf = s.cookies["_xsrf"]
+    r = s.post(f"{url}/hub/login", data={"username": name, "password": PASSWORD, "_xsrf": xsrf}, allow_redirects=False)
+    assert r.status_code == 302 and any(k.startswith("jupyterhub-hub-login") for k in s.cookies.keys()), r.text[:500]
+    r = s.post(f"{url}/hub/api/users/{name}/tokens", json={"note": "test", "expires_in": 600},
+               headers={"X-XSRFToken": s.cookies["_xsrf"]})  # a new one, bound to the login
+    r.raise_for_status()
+    return {"Authorization": f"token {r.json()['token']}"}
+
+
+async def _execute(ws_url, auth, code, timeout=90):
+    """Run ``code`` in a kernel through its websocket channel; its stdout, and its errors."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+    ws = await websocket_connect(HTTPRequest(ws_url, headers=auth))
+    msg_id = uuid.uuid4().hex
+    ws.write_message(json.dumps({
+        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": uuid.uuid4().hex,
+                   "version": "5.3", "date": ""},
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+                    "allow_stdin": False, "stop_on_error": True}}))
+    out, errors, replied, idle = [], [], False, False
+    end = time.monotonic() + timeout
+    while not (replied and idle):
+        raw = await asyncio.wait_for(ws.read_message(), max(end - time.monotonic(), 0.1))
+        assert raw is not None, "the kernel's websocket closed"
+        msg = json.loads(raw)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "stream":
+            out.append(content["text"])
+        elif kind == "error":
+            errors.append(f"{content['ename']}: {content['evalue']}")
+        elif kind == "execute_reply":
+            replied = True
+        elif kind == "status" and content["execution_state"] == "idle":
+            idle = True
+    ws.close()
+    return "".join(out), errors
+
+
+def test_a_room_of_two_runs_a_lesson_cell_each_and_shuts_down_clean(tmp_path):
+    pytest.importorskip("jupyterhub", reason="jupyterhub is not installed (requirements.txt pins it)")
+    import psutil
+    import requests
+    port, hub_port, proxy_api = _free_ports(3)
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PATH": _fake_smi(tmp_path / "bin"), "COURSE_ROOM_PASSWORD": PASSWORD,
+           "COURSE_ROOM_RECORDED": "1"}
+    env.pop("COURSE_ROOM_GPUS", None)
+    log = tmp_path / "hub.log"
+    with open(log, "w") as sink:
+        hub = subprocess.Popen(
+            [sys.executable, "-m", "jupyterhub", "-f", str(CONFIG), "--ip", "127.0.0.1", "--port", str(port),
+             "--JupyterHub.hub_ip=127.0.0.1", f"--JupyterHub.hub_port={hub_port}",
+             f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{proxy_api}"],
+            cwd=tmp_path, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    started = []  # every process of the room, gathered while it runs, to check none outlives the hub
+    try:
+        def up():
+            try:
+                return requests.get(f"{url}/hub/api", timeout=2).ok
+            except requests.ConnectionError:
+                return False
+        _wait("the hub", up, 60, hub, log)
+        names = ("ada", "bob")
+        auth = {name: _login(requests, url, name) for name in names}
+        pool = concurrent.futures.ThreadPoolExecutor(len(names))  # a spawn request waits up to 10 s: both at once
+        for r in pool.map(lambda name: requests.post(f"{url}/hub/api/users/{name}/server", headers=auth[name]), names):
+            assert r.status_code in (201, 202), r.text
+        for name in names:
+            _wait(f"{name}'s server", lambda: requests.get(f"{url}/hub/api/users/{name}", headers=auth[name])
+                  .json()["servers"].get("", {}).get("ready"), 90, hub, log)
+        kernels = {}
+        for name in names:
+            r = requests.post(f"{url}/user/{name}/api/kernels", json={"name": "python3"}, headers=auth[name])
+            assert r.status_code == 201, r.text
+            kernels[name] = r.json()["id"]
+
+        async def both():
+            return await asyncio.gather(*(_execute(
+                f"ws://127.0.0.1:{port}/user/{name}/api/kernels/{kernels[name]}/channels", auth[name], CELL)
+                for name in names))
+        ran = dict(zip(names, asyncio.run(both())))
+        seats = []
+        for name in names:
+            out, errors = ran[name]
+            assert not errors, f"{name}'s cell failed: {errors}\n{out}"
+            assert "COURSE_RECORDED=1: every timing and widget figure is the recorded one" in out, out
+            assert "ridge " in out and "recorded on " in out, out
+            seat = next(line.split() for line in out.splitlines() if line.startswith("seat "))
+            assert seat[2:] == ["'1'", str(tmp_path / "participants" / name)], out  # the switch, their own folder
+            seats.append(seat[1])
+        assert sorted(seats) == ["'0'", "'1'"], f"two participants on two GPUs should sit one per GPU: {seats}"
+        started = psutil.Process(hub.pid).children(recursive=True)
+        assert len(started) >= 5, f"proxy, two servers and their kernels expected: {started}"
+        for r in pool.map(lambda name: requests.delete(f"{url}/hub/api/users/{name}/server", headers=auth[name]), names):
+            assert r.status_code in (202, 204), r.text
+        hub.send_signal(signal.SIGTERM)
+        assert hub.wait(30) == 0, log.read_text()[-4000:]
+        _, alive = psutil.wait_procs(started, timeout=15)
+        assert not alive, f"left running after the hub stopped: {[p.pid for p in alive]}"
+    finally:  # after a failure too: stop the hub as an instructor would, then end what it left, by pid
+        if hub.poll() is None:
+            started += psutil.Process(hub.pid).children(recursive=True)
+            hub.send_signal(signal.SIGTERM)
+            try:
+                hub.wait(30)
+            except subprocess.TimeoutExpired:
+                hub.kill()
+                hub.wait(10)
+        for p in psutil.wait_procs(started, timeout=10)[1]:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
