@@ -6,6 +6,7 @@ figure is fully drawn (a real image, not blank, its data in colour), a refusal i
 one-line message, and no traceback appears - neither on the page nor in any kernel message on the
 websocket (a late traceback can miss the page text). Last, three quick presses on one slider: the
 queued callbacks must still leave a whole drawing. COURSE_BROWSER_ROUNDS=N tours every slider N times.
+The interview pack's self-test is driven too: no answer on the page before Reveal, then answer, score, next.
 
 Skipped only when Chromium or Playwright are missing; with COURSE_BROWSER_TEST=1 (set by .ci/run)
 a missing one fails instead. A screenshot of each lesson's widget after a slider move is kept under
@@ -331,6 +332,56 @@ def test_widget_redraws_after_every_slider_move(lab, browser, path):
                               + "\n".join(problems[:20]))
     finally:
         (ARTIFACTS / f"{path.stem}.json").write_text(json.dumps(log, indent=1))
+        page.close()
+        _shutdown_kernels(base, token)
+
+
+def _open_and_run_all(page, wire, base, token, name):
+    """Open notebooks/``name`` in a workspace of its own, run all cells, and wait until every cell ran."""
+    stem = Path(name).stem
+    page.goto(f"{base}/lab/workspaces/{stem}/tree/notebooks/{name}?token={token}")
+    page.wait_for_function(KERNEL_IDLE, timeout=RUN_ALL_S * 1000, polling=250)
+    wire.settle(page, RUN_ALL_S)
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    page.wait_for_function(f"() => {NOTEBOOK}.content.widgets.filter(c => c.model.type === 'code')"
+                           f".every(c => c.model.executionCount !== null)", timeout=RUN_ALL_S * 1000, polling=500)
+    wire.settle(page, RUN_ALL_S)
+    assert wire.replies and set(wire.replies) == {"ok"}, f"a cell failed: {wire.errors}"
+
+
+def test_interview_self_test_hides_the_answer_until_asked(lab, browser):
+    """The interview pack's self-test as a candidate uses it: a question shows, no answer anywhere on the
+    page; Reveal shows the answer and unlocks the scores; a score deals the next card and counts."""
+    base, token = lab
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    wire = Wire(page)
+    try:
+        _open_and_run_all(page, wire, base, token, "interview_pack.ipynb")
+        card = page.locator(".jp-OutputArea-output:has(button:has-text('Reveal the answer'))").first
+        reveal = card.locator("button:has-text('Reveal the answer')")
+        knew = card.locator("button:has-text('knew it')")
+        card.scroll_into_view_if_needed()  # JupyterLab draws only the cells in view
+        from playwright.sync_api import expect
+        expect(card).to_contain_text(re.compile(r"1 / \d+ · "), timeout=30_000)  # the widget drawn
+        text = card.text_content()
+        first = re.search(r"1 / (\d+) · [^·]+·[^·]+· \w+(.+?)Think it through", text, re.S)
+        assert first and first.group(2).strip(), f"no question on the card: {text[-400:]!r}"
+        assert "Answer (from" not in page.locator(".jp-Notebook").text_content(), "an answer shows before Reveal"
+        assert knew.is_disabled(), "a score can be given before the answer was revealed"
+        reveal.click()
+        wire.settle(page, MOVE_S)
+        assert "Answer (from" in card.text_content(), f"Reveal showed no answer: {card.text_content()[-400:]!r}"
+        assert reveal.is_disabled() and knew.is_enabled()
+        knew.click()
+        wire.settle(page, MOVE_S)
+        text = card.text_content()
+        assert re.search(rf"2 / {first.group(1)} · ", text), f"no next card: {text[-400:]!r}"
+        assert "Answer (from" not in text, "the next card came with the last answer still shown"
+        assert re.search(r"all\s*1 / 1", text), f"the tally did not count the score: {text[-300:]!r}"
+        assert not wire.errors, wire.errors
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        card.screenshot(path=str(ARTIFACTS / "interview_pack-self-test.png"))
+    finally:
         page.close()
         _shutdown_kernels(base, token)
 
