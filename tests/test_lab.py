@@ -1,6 +1,7 @@
 """The lab library: sm_90 compilation with a launch's specialisation, instruction counts, budgets,
 results files, the one measurement source, exercise generation."""
 import json
+import shutil
 
 import pytest
 
@@ -8,7 +9,7 @@ import kernels
 import torch
 
 from kernels.lab import aot, isa, measure, results, smem
-from kernels.lab.errors import NoGPUError, SharedMemoryError
+from kernels.lab.errors import CourseError, NoGPUError, SharedMemoryError
 from kernels.lessons import LESSONS
 from kernels.ops import copy, gemm
 
@@ -211,3 +212,21 @@ def test_latency_walks_check_their_arguments_and_compile_the_l2_load_as_cg():
     if kernels.MODE == "cpu":
         with pytest.raises(NoGPUError, match="inline PTX"):
             latency.chase_shared(latency.random_cycle(latency.SMEM_SLOTS), 10)
+
+
+@pytest.mark.skipif(not shutil.which("nvcc"), reason="no nvcc on PATH")
+def test_hand_written_cuda_compiles_for_sm90a_and_reads_like_triton_code(tmp_path, monkeypatch):
+    from kernels.lab import cuda
+    monkeypatch.setattr(cuda, "CACHE", tmp_path)
+    src = """#include <cstdint>
+    __global__ void arm(uint64_t *flag) {
+      __shared__ alignas(8) uint64_t bar;
+      uint32_t b = static_cast<uint32_t>(__cvta_generic_to_shared(&bar));
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b));
+      asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(b), "r"(16));
+      *flag = b;
+    }"""
+    code = cuda.compile_sm90a("arm", src)
+    assert code.counts()["mbarrier"] == 2 and code.counts()["SYNCS"] >= 1
+    with pytest.raises(CourseError, match="nvcc -ptx of broken failed"):
+        cuda.compile_sm90a("broken", src.replace("uint32_t b", "uint32_t"))
