@@ -387,11 +387,12 @@ def plan(shape, rows=128, cluster=2, clusters=64, shared=False, stages=4):
                 stages=stages, tile_bytes=tile_bytes, smem=smem, tiles=tiles, per_cluster=0 if shared else tiles)
 
 
-def tile_sums(x, cluster=2, multicast=True, rows=128, clusters=64, shared=False, stages=4, out=None):
+def tile_sums(x, cluster=2, multicast=True, rows=128, clusters=64, shared=False, stages=4, out=None, timeouts=None):
     """Each block of each cluster sums the columns of every tile its cluster streams (see ``plan``):
     ``out`` is (blocks, 64) float32, one row per block. ``multicast``: one TMA multicast per tile for the
     whole cluster; otherwise each block loads its own copy (same cluster shape). A wait that exceeds
-    about a second is reported as a CourseError instead of hanging the GPU."""
+    about a second counts in ``timeouts`` (an int32 counter, returned; pass one to reuse it across calls),
+    which ``check_timeouts`` turns into a CourseError: a broken protocol is reported, never a hung GPU."""
     operands.check("tile_sums", "x", x, layout="rows")
     if x.dtype != torch.float16:
         raise ArgumentError(f"tile_sums: x is {str(x.dtype).removeprefix('torch.')}; the tensor map is fp16 - "
@@ -401,7 +402,8 @@ def tile_sums(x, cluster=2, multicast=True, rows=128, clusters=64, shared=False,
     fp32 = torch.empty(0, dtype=torch.float32, device=x.device)  # out's dtype and device
     out = operands.out("tile_sums", out, (p["blocks"], COLS), fp32, "matrix", result="the column sums")
     _require_hopper("tile_sums")
-    timeouts = torch.zeros(1, dtype=torch.int32, device=x.device)
+    if timeouts is None:
+        timeouts = torch.zeros(1, dtype=torch.int32, device=x.device)
     module().tile_sums_launch(x, out, timeouts, rows, p["tiles"], p["per_cluster"], cluster, stages, multicast,
                               MAX_WAIT_CYCLES)
     return out, timeouts
