@@ -6,6 +6,7 @@ A lesson's CUDA comes in two parts: ``kernels``, plain CUDA (``<cuda.h>`` and in
 maps and launches the kernels on torch tensors, which only ``build`` compiles (with the kernels), on a GPU."""
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -37,10 +38,17 @@ class CudaCode:
     ptx: str
     cubin: bytes
 
+    @property
+    def entries(self):
+        """The kernels' (mangled) names, in the PTX's order."""
+        return re.findall(r"^\.visible \.entry (\w+)\(", self.ptx, re.M)
+
     @cached_property
     def sass(self):
-        from triton.tools.disasm import get_sass  # Triton ships cuobjdump/nvdisasm
-        return get_sass(self.cubin)
+        """SASS of every kernel: Triton's get_sass (it ships cuobjdump/nvdisasm) stops after the first
+        function of a cubin, so each kernel is asked for by name."""
+        from triton.tools.disasm import get_sass
+        return "".join(get_sass(self.cubin, fun) for fun in self.entries) or get_sass(self.cubin)
 
     def counts(self, sass=True):
         c = isa.count_ptx(self.ptx)

@@ -11,7 +11,7 @@ import tempfile
 
 import torch
 
-from ..lab import aot, isa, results, smem, tma_rules
+from ..lab import aot, isa, results, smem, swizzle, tma_rules
 from ..lab.errors import TMAError
 from ..lab.mode import DEVICE
 from ..ops import copy, gemm, latency
@@ -387,17 +387,9 @@ def _bank_prompt():
             "which bank groups (4 banks each) do they hit?")
 
 
-def _conflict(addresses):
-    """Passes a warp's 4-byte accesses take: the most distinct words that share one bank."""
-    banks = {}
-    for a in addresses:
-        banks.setdefault((a // 4) % 32, set()).add(a // 4)
-    return max(len(words) for words in banks.values())
-
-
 def _bank_answer():
-    plain = _conflict([r * 32 * 4 for r in range(32)])
-    padded = _conflict([r * 33 * 4 for r in range(32)])
+    plain = swizzle.passes([r * 32 * 4 for r in range(32)])  # a warp's 4-byte reads: the most words one bank holds
+    padded = swizzle.passes([r * 33 * 4 for r in range(32)])
     groups = {s: [row[0] for row in l05.bank_groups(rows=8, swizzle=s)] for s in (False, True)}
     ways = {s: max(groups[s].count(g) for g in set(groups[s])) for s in groups}
     return (f"(a) Row r starts at byte 128 r, a whole number of bank rounds, so column 0 of every row is in "

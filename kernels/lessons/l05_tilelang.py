@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from ..lab import bench, measure, smem
+from ..lab import swizzle as lab_swizzle
 from ..lab.widgets import Widget
 from ..ops import copy, gemm, tilelang_kernels as tk
 
@@ -63,8 +64,7 @@ def timed_compile(kind, **cfg):
 
 # ---- the swizzle: how a tile lands in shared-memory banks ------------------------------------------
 
-SWIZZLES = {0: "CU_TENSOR_MAP_SWIZZLE_NONE", 1: "CU_TENSOR_MAP_SWIZZLE_32B", 2: "CU_TENSOR_MAP_SWIZZLE_64B",
-            3: "CU_TENSOR_MAP_SWIZZLE_128B"}  # the CUDA Driver API's CUtensorMapSwizzle values
+SWIZZLES = {lab_swizzle.ENUM[s]: lab_swizzle.NAMES[s] for s in lab_swizzle.SPANS}  # CUtensorMapSwizzle's values
 
 
 def tensor_maps(host_src):
@@ -85,9 +85,10 @@ def tensor_maps(host_src):
 
 
 def bank_groups(rows=8, chunks=8, swizzle=True):
-    """For a tile whose rows are 128 bytes (64 fp16), the bank group (4 banks, 16 bytes) each 16-byte
-    chunk of each row lands in: chunk c of row r at group c, or c XOR (r % 8) with the 128-byte swizzle."""
-    return [[c ^ (r % 8) if swizzle else c for c in range(chunks)] for r in range(rows)]
+    """For a tile whose rows are ``chunks`` x 16 bytes (8 chunks: 64 fp16), the bank group (4 banks, 16 bytes)
+    each 16-byte chunk of each row lands in: chunk c of row r at group c, or c XOR (r % 8) with the
+    128-byte swizzle (``kernels.lab.swizzle``, which lesson 06 draws for every mode)."""
+    return lab_swizzle.chunk_groups(128 if swizzle else 0, rows, chunks * lab_swizzle.CHUNK)
 
 
 def plot_banks(rows=8):
