@@ -141,7 +141,12 @@ def tile(mode, rows, row_bytes, dtype="float16"):
     check_box(mode, row_bytes, dtype)
     if rows < 1:
         raise TMAError(f"{rows} rows: a box has at least one row")
-    return Tile(span(mode), rows, row_bytes, dtype_name(dtype))
+    s = span(mode)
+    if s and row_bytes < s:  # TMA accepts such a box; the course's address rule does not describe it
+        raise TMAError(f"an inner box row of {row_bytes} bytes under the {s}-byte swizzle: TMA lays such rows out "
+                       f"differently from the address rule drawn here (measured on an H200, 2026-11-30: 128B with "
+                       f"64- and 32-byte rows, 64B with 32-byte rows), so the course shows rows of exactly the span")
+    return Tile(s, rows, row_bytes, dtype_name(dtype))
 
 
 def chunk_map(mode, rows, row_bytes, dtype="float16"):
