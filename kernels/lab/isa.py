@@ -140,3 +140,18 @@ def outline(ptx, keep=("cp.async.commit_group", "cp.async.wait_group", "cp.async
             out.append("    " + " ".join(text.split()))
     flush()
     return "\n".join(out)
+
+
+def resources(cubin):
+    """{"REG": registers per thread, "STACK": bytes of stack frame, "LOCAL": bytes of local memory per thread
+    (spills), "SHARED": static shared memory, ...} of a cubin's kernel, read by the cuobjdump Triton ships
+    (``cuobjdump -res-usage``): what ptxas allotted, not an estimate."""
+    import subprocess
+    import tempfile
+
+    from triton.tools.disasm import path_to_cuobjdump
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        text = subprocess.check_output([path_to_cuobjdump(), "-res-usage", f.name], text=True)
+    return {k: int(v) for k, v in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text)}

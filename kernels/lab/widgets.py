@@ -175,6 +175,25 @@ def explore(widget, **defaults):
     return W.VBox([*controls.values(), out])
 
 
+def choices(draw, **options):
+    """A small explorer without sliders: a dropdown per keyword of ``draw`` (``options``: name -> values,
+    the first one shown first) and one output, redrawn when one changes, as ``explore`` does (``draw``
+    prints, or shows its figures with ``plots.show``)."""
+    import ipywidgets as W
+    controls = {name: W.Dropdown(options=opts, value=opts[0], description=name,
+                                 style={"description_width": "initial"}) for name, opts in options.items()}
+    out = W.Output()
+
+    def update(_change=None):
+        with _ONE_AT_A_TIME:
+            _Collector(out).run(draw, {name: c.value for name, c in controls.items()})
+
+    for control in controls.values():
+        control.observe(update, "value")
+    update()
+    return W.VBox([W.HBox(list(controls.values())), out])
+
+
 # one callback at a time, of any widget: comms may run on more than one thread (JupyterLab's
 # "one subshell per comm" setting); each reads the sliders when its turn comes, so the last move is drawn last
 _ONE_AT_A_TIME = threading.Lock()

@@ -6,8 +6,6 @@ lesson 05's bank groups, the recorded results; every other claim names its sourc
 import functools
 import math
 import re
-import subprocess
-import tempfile
 
 import torch
 
@@ -54,17 +52,6 @@ def compiled(name):
     raise KeyError(name)
 
 
-def resources(comp):
-    """{"REG": registers per thread, "LOCAL": bytes of local memory per thread, ...}, from the cubin,
-    read by the cuobjdump Triton ships (``cuobjdump -res-usage``)."""
-    from triton.tools.disasm import path_to_cuobjdump
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-        f.write(comp.cubin)
-        f.flush()
-        text = subprocess.check_output([path_to_cuobjdump(), "-res-usage", f.name], text=True)
-    return {k: int(v) for k, v in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", text)}
-
-
 def _clean(lines, width=110):
     out = []
     for line in lines:
@@ -108,7 +95,7 @@ def _code(lines, lang=""):
 # ---- questions on the added topics (answers written here, each claim cited or computed) ----------
 
 def _occupancy_of(comp):
-    res = resources(comp)
+    res = isa.resources(comp.cubin)
     threads = comp.num_warps * 32
     regs_warp = math.ceil(res["REG"] * 32 / REG_UNIT) * REG_UNIT
     by_regs = REGS_PER_SM // (regs_warp * comp.num_warps)
@@ -136,7 +123,7 @@ def _occupancy_answer():
 
 def _spill_answer():
     comp = compiled("spill")
-    res, c = resources(comp), comp.counts()
+    res, c = isa.resources(comp.cubin), comp.counts()
     stl, ldl = (len(sass_lines(comp.sass, rf"^{op}\b", limit=None)) for op in ("STL", "LDL"))
     return (f"`STL` stores registers to **local memory** and `LDL` loads them back: a **spill**. The tile is "
             f"128 x 256 fp16 = 64 KiB, copied by one warp: 1,024 elements per thread, far more than the 255 "

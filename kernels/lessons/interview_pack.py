@@ -29,6 +29,7 @@ TOPICS = {
     "tma": "TMA",
     "pipelining": "Pipelining",
     "tilelang": "TileLang",
+    "tma-by-hand": "TMA by hand: barriers, clusters, multicast",
     "occupancy": "Occupancy & register pressure",
     "banks": "Bank conflicts & swizzling",
     "waves": "Waves, split-K & stream-K",
@@ -36,7 +37,8 @@ TOPICS = {
     "profiling": "Profiling a kernel",
 }
 LEVELS = {1: "warm-up", 2: "core", 3: "hard"}
-LESSON_TOPIC = {"00": "memory", "01": "loads", "02": "cp.async", "03": "tma", "04": "pipelining", "05": "tilelang"}
+LESSON_TOPIC = {"00": "memory", "01": "loads", "02": "cp.async", "03": "tma", "04": "pipelining", "05": "tilelang",
+                "06": "tma-by-hand"}
 
 # (lesson, words of the question or claim) -> topic, where the item is about an added topic
 TOPIC_OVERRIDES = {
