@@ -1,0 +1,119 @@
+"""Exercise 06's check, fed the wrong answers learners write: each must say what kind of wrong it is, in the
+learner's terms. CPU mode: nvcc compiles for sm_90a (no GPU needed) and g++ builds the model of the
+barriers, so these run in CI too. The right answer is the solution notebook's own CUDA (single source)."""
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import report
+from kernels.lessons import l06_tma_by_hand_exercise as ex06
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _ring(folder):
+    cell = next(c for c in nbformat.read(ROOT / folder / "06_tma_by_hand.ipynb", as_version=4).cells
+                if c.source.startswith('RING = r"""'))
+    return re.search(r'r"""\n(.*)"""', cell.source, re.S).group(1)
+
+
+RIGHT = _ring("solutions")
+
+
+def _wrong(old, new):
+    assert old in RIGHT, old
+    return RIGHT.replace(old, new)
+
+
+ARM = "mbar_arrive_expect_tx(full + 8 * s, BOX_M * BOX_N * 2);"
+WAIT = "mbar_wait_bounded(full + 8 * slot, phase, budget_ns)"
+
+
+def test_ex06_the_solution_passes_and_the_exercise_is_not_attempted():
+    passed, text = report(ex06.check, RIGHT)
+    assert passed and "exercise 06: all 3 checks pass" in text, text
+    passed, text = report(ex06.check, _ring("exercises"))  # the stub: no exception, a hint
+    assert not passed and "exercise 06: not attempted yet" in text, text
+    assert "not attempted yet (the CUDA still has 'YOUR CODE HERE'" in text, text
+
+
+def test_ex06_no_expect_tx_is_named_in_the_ptx_and_never_completes_in_the_model():
+    passed, text = report(ex06.check, _wrong(ARM, ""))
+    assert not passed
+    assert "FAIL  the protocol in the PTX: no mbarrier.arrive.expect_tx: nothing arms the barriers" in text, text
+    assert "the barrier never completed" in text, text
+
+
+@pytest.mark.parametrize("count, words", [
+    ("BOX_M * BOX_N", "armed with 8192 bytes, but one TMA load of a 64x128 fp16 box delivers 16384: 8192 is half "
+                      "the tile"),
+    ("BOX_M * BOX_N * sizeof(float)", "armed with 32768 bytes, but one TMA load of a 64x128 fp16 box delivers "
+                                      "16384: 32768 is the tile in fp32"),
+    ("SLOT_STRIDE", "32768 is the tile in fp32 (4 bytes an element; the tensors are fp16, 2 bytes) - or the slots' "
+                    "stride"),
+])
+def test_ex06_a_wrong_byte_count_is_read_from_the_ptx(count, words):
+    passed, text = report(ex06.check, _wrong("BOX_M * BOX_N * 2)", count + ")"))
+    assert not passed and words in text, text
+
+
+def test_ex06_a_short_count_lets_the_store_read_a_half_landed_tile_in_the_model():
+    passed, text = report(ex06.check, _wrong("BOX_M * BOX_N * 2)", "BOX_M * BOX_N)"))
+    assert "of 16384 bytes had not landed yet: the barrier's phase completed before the whole tile had landed" \
+        in text, text
+
+
+def test_ex06_an_over_count_never_completes_in_the_model():
+    passed, text = report(ex06.check, _wrong("BOX_M * BOX_N * 2)", "SLOT_STRIDE)"))
+    assert "FAIL  the protocol, tile by tile (a model of the barriers)" in text
+    assert "the barrier never completed" in text and "its bytes never add up to what it was armed for" in text, text
+
+
+def test_ex06_a_phase_never_flipped():
+    passed, text = report(ex06.check, _wrong("phase ^= 1;", ""))
+    assert not passed
+    assert "the parity the waits ask for never changes in the loop: the phase must flip" in text, text
+    assert ("which had already completed (a round earlier), so it returned at once: the phase must flip each time "
+            "the ring wraps") in text, text
+
+
+def test_ex06_a_phase_starting_at_the_wrong_parity_returns_at_once():
+    passed, text = report(ex06.check, _wrong("uint32_t phase = 0;", "uint32_t phase = 1;"))
+    assert not passed and "the wait asked for the phase of parity 1, which had already completed" in text, text
+
+
+def test_ex06_no_fence_before_the_store():
+    passed, text = report(ex06.check, _wrong("    fence_proxy_async();\n", ""))
+    assert not passed
+    assert "no fence.proxy.async between the wait and the TMA store" in text, text
+    assert "was stored with no fence_proxy_async() between the wait and the TMA store" in text, text
+
+
+def test_ex06_a_wait_on_the_other_slots_barrier():
+    passed, text = report(ex06.check, _wrong(WAIT, "mbar_wait_bounded(full + 8 * (slot ^ 1), phase, budget_ns)"))
+    assert not passed
+    assert "the tile sits in the slot at" in text and "wait on the barrier of the slot you store from" in text, text
+
+
+def test_ex06_a_compile_error_names_the_learners_line():
+    bad = _wrong(WAIT, "mbar_wait_bounded(full + 8 * slot, phase)")
+    line = next(i for i, l in enumerate(bad.splitlines(), 1) if "mbar_wait_bounded(full + 8 * slot, phase)" in l)
+    # the string starts on the line after RING = r""" (line 1 of the cell): its line n is the cell's line n + 1
+    passed, text = report(ex06.check, bad)
+    assert not passed
+    assert (f"FAIL  your CUDA compiles (nvcc, sm_90a): your CUDA does not compile for sm_90a: line {line} of your "
+            "CUDA (`if (!mbar_wait_bounded(full + 8 * slot, phase)) {") in text, text
+    assert "too few arguments" in text, text
+    assert "FAIL  the protocol in the PTX: not tried: your CUDA does not compile (above)" in text, text
+
+
+def test_ex06_stretch_a_two_slot_only_flip_fails_with_three_slots():
+    two_only = _wrong("if (++slot == STAGES) {  // the ring wrapped: every barrier's next phase has the other parity\n"
+                      "      slot = 0;\n      phase ^= 1;\n    }",
+                      "slot ^= 1;\n    if (slot == 0) phase ^= 1;")
+    assert report(ex06.check, two_only)[0]  # right for two slots
+    passed, text = report(ex06.stretch, two_only)
+    assert not passed and "FAIL  3 slots" in text, text
+    assert report(ex06.stretch, RIGHT)[0]
