@@ -282,9 +282,10 @@ def test_widget_redraws_after_every_slider_move(lab, browser, path):
 
         area = page.locator(".jp-OutputArea-output:has(.widget-slider)")
         assert area.count() == 1, f"expected one widget with sliders, found {area.count()}"
+        area.scroll_into_view_if_needed()  # JupyterLab draws only the cells in view: labels off-screen read empty
         out = area.locator(".widget-output")
         sliders = area.locator(".widget-slider")
-        names = [s.locator(".widget-label").inner_text().strip() for s in sliders.all()]
+        names = [s.locator(".widget-label").text_content().strip() for s in sliders.all()]  # drawn or not
         problems, shots = [], []
 
         def move(n, keys, target):
