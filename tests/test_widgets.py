@@ -4,6 +4,7 @@ times kernels): the default must show a number with its label, and every other s
 or a refusal that names the limit it hit."""
 import contextlib
 import io
+import re
 
 import matplotlib.pyplot as plt
 import pytest
@@ -81,3 +82,23 @@ def test_a_tile_above_the_roof_says_why():
         above += over
         assert ("above the roof at" in text) == over, text
     assert above or kernels.MODE != "cpu", "no recorded tile stands above the roof: the test checks nothing"
+
+
+def test_lesson06_cluster_explorer_draws_every_choice_from_one_run(monkeypatch):
+    # the dropdowns of lesson 06's cluster explorer: each (cluster, data) draws two panels and prints its
+    # ratio, read from one run (the recorded one here), never a traceback
+    from kernels.lessons import l06_tma_by_hand as l06
+    got = {}
+    monkeypatch.setattr(l06, "choices", lambda draw, **options: got.update(draw=draw, options=options))
+    shown = []
+    monkeypatch.setattr(l06.plots, "show", shown.append)
+    l06.explore_clusters()
+    assert got["options"] == {"cluster": [2, 4], "data": ["split", "shared"]}
+    for cluster in got["options"]["cluster"]:
+        for data in got["options"]["data"]:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                got["draw"](cluster, data)
+            assert re.match(r"multicast / own copies: \d\.\d{3}x in time, [24]x fewer L2 reads \((recorded|measured)",
+                            out.getvalue()), out.getvalue()
+    assert len(shown) == 4 and all(len(f.axes) == 2 for f in shown)

@@ -2,6 +2,7 @@
 (kernels/ops/tma_cuda.py), swizzle and bank conflicts measured (banks_cuda, lab/swizzle), registers and
 setmaxnreg read from compiled code, and clusters with TMA multicast (cluster_cuda); every run against its
 baseline in the same run."""
+import functools
 import re
 
 import torch
@@ -205,6 +206,31 @@ def explore_swizzle():
             print(f"TMA refuses this box: {e}")
     return choices(draw, mode=["128B", "64B", "32B", "none"], rows=[8, 16, 4, 32], row_bytes=[128, 64, 32, 256],
                    dtype=["float16", "float32", "int8"])
+
+
+@functools.lru_cache(maxsize=None)
+def multicast_run():
+    """The multicast run of section 7, measured once per session (or the recorded one)."""
+    return results("multicast")
+
+
+def explore_clusters():
+    """Cluster size and data from dropdowns: own copies against multicast, the time and the L2 reads each
+    asks for (derived), from one run measured this session on a Hopper GPU, or the recorded one."""
+    def draw(cluster, data):
+        run = multicast_run()
+        own, mc = run.find(f"own_c{cluster}", data=data), run.find(f"multicast_c{cluster}", data=data)
+        fig, (t, b) = plots.subplots((7.5, 2.2), ncols=2)
+        names = ["own copies", "multicast"]
+        t.barh(names, [own["ms"] * 1e3, mc["ms"] * 1e3], color=["grey", "tab:blue"])
+        t.set(xlabel="time (us)", title=f"cluster of {cluster}, {data} data")
+        b.barh(names, [r["config"]["l2_read_bytes"] / 2**20 for r in (own, mc)], color=["grey", "tab:blue"])
+        b.set(xlabel="L2 reads, MiB (derived)", yticks=[])
+        fig.suptitle(run.label, fontsize=8)
+        plots.show(fig)
+        print(f"multicast / own copies: {own['ms'] / mc['ms']:.3f}x in time, "
+              f"{own['config']['l2_read_bytes'] / mc['config']['l2_read_bytes']:.0f}x fewer L2 reads ({run.label})")
+    return choices(draw, cluster=list(CLUSTERS), data=list(MULTICAST))
 
 
 # ---- the widget: the hand-written ring at each setting ---------------------------------------------
