@@ -6,7 +6,8 @@ figure is fully drawn (a real image, not blank, its data in colour), a refusal i
 one-line message, and no traceback appears - neither on the page nor in any kernel message on the
 websocket (a late traceback can miss the page text). Last, three quick presses on one slider: the
 queued callbacks must still leave a whole drawing. COURSE_BROWSER_ROUNDS=N tours every slider N times.
-The interview pack's self-test is driven too: no answer on the page before Reveal, then answer, score, next.
+The interview pack's self-test is driven too: no answer on the page before Reveal, then answer, score, next;
+and lesson 06's dropdown explorers, every choice of every dropdown.
 
 Skipped only when Chromium or Playwright are missing; with COURSE_BROWSER_TEST=1 (set by .ci/run)
 a missing one fails instead. A screenshot of each lesson's widget after a slider move is kept under
@@ -348,6 +349,38 @@ def _open_and_run_all(page, wire, base, token, name):
                            f".every(c => c.model.executionCount !== null)", timeout=RUN_ALL_S * 1000, polling=500)
     wire.settle(page, RUN_ALL_S)
     assert wire.replies and set(wire.replies) == {"ok"}, f"a cell failed: {wire.errors}"
+
+
+def test_dropdown_explorers_redraw_on_every_choice(lab, browser):
+    """Lesson 06's explorers without sliders (swizzle, cluster size): every choice of every dropdown redraws a
+    whole figure, or prints the course's refusal, and no traceback appears."""
+    base, token = lab
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    wire = Wire(page)
+    try:
+        _open_and_run_all(page, wire, base, token, "06_tma_by_hand.ipynb")
+        areas = page.locator(".jp-OutputArea-output:has(.widget-dropdown):not(:has(.widget-slider))")
+        assert areas.count() == 2, f"expected the swizzle and cluster explorers, found {areas.count()}"
+        problems = []
+        for a in range(areas.count()):
+            area = areas.nth(a)
+            area.scroll_into_view_if_needed()
+            for d in range(area.locator("select").count()):
+                select = area.locator("select").nth(d)
+                for value in select.locator("option").all_text_contents()[::-1]:
+                    select.select_option(label=value)
+                    wire.settle(page, MOVE_S)
+                    out = area.locator(".widget-output")
+                    text, images = out.text_content(), out.evaluate(LOOK)
+                    if "Traceback" in text or wire.errors:
+                        problems.append(f"explorer {a} {value}: {text[-300:]} {wire.errors}")
+                    elif "refuses" not in text and not (images and images[0]["colours"] > 1):
+                        problems.append(f"explorer {a} {value}: no figure and no refusal: {text[-200:]!r}")
+                    wire.errors = []
+        assert not problems, "\n".join(problems[:10])
+    finally:
+        page.close()
+        _shutdown_kernels(base, token)
 
 
 def test_interview_self_test_hides_the_answer_until_asked(lab, browser):
