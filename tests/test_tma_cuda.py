@@ -29,10 +29,10 @@ def code():
 @needs_nvcc
 @pytest.mark.parametrize("name", tc.KERNEL_NAMES)
 def test_each_kernel_speaks_the_whole_protocol_in_ptx_and_sass(code, name):
-    ptx = tc.entry(code.ptx, name)
+    ptx = code.kernel_ptx(name)
     for instruction in PROTOCOL:
         assert instruction in ptx, f"{name}: no {instruction} in its PTX"
-    c = tc.counts(code, name)
+    c = code.counts(name=name)
     assert c["UTMALDG"] >= 1 and c["UTMASTG"] == 1 and c["SYNCS"] >= 3, dict(c)
     assert "ld.global" not in c and "st.global" not in c  # the tile never passes through registers
     if name.startswith("tma_ring"):

@@ -31,6 +31,13 @@ def nvcc():
                       "sm_90a); install the toolkit and put its bin/ on PATH (see `make doctor`)")
 
 
+def kernel_ptx(ptx, name):
+    """The PTX of one kernel (``.entry name``) of a module's PTX."""
+    start = ptx.index(f".entry {name}(")
+    end = ptx.find(".entry ", start + 1)
+    return ptx[start:] if end < 0 else ptx[start:end]
+
+
 @dataclass
 class CudaCode:
     """Kernels compiled for sm_90a: the PTX nvcc wrote and the cubin ptxas made of it (SASS on demand)."""
@@ -43,17 +50,27 @@ class CudaCode:
         """The kernels' (mangled) names, in the PTX's order."""
         return re.findall(r"^\.visible \.entry (\w+)\(", self.ptx, re.M)
 
-    @cached_property
-    def sass(self):
-        """SASS of every kernel: Triton's get_sass (it ships cuobjdump/nvdisasm) stops after the first
+    def kernel_ptx(self, name):
+        """The PTX of one kernel (``.entry name``) of the module."""
+        return kernel_ptx(self.ptx, name)
+
+    def kernel_sass(self, name):
+        """The SASS of one kernel: Triton's get_sass (it ships cuobjdump/nvdisasm) stops after the first
         function of a cubin, so each kernel is asked for by name."""
         from triton.tools.disasm import get_sass
-        return "".join(get_sass(self.cubin, fun) for fun in self.entries) or get_sass(self.cubin)
+        return get_sass(self.cubin, fun=name)
 
-    def counts(self, sass=True):
-        c = isa.count_ptx(self.ptx)
+    @cached_property
+    def sass(self):
+        """SASS of every kernel of the module."""
+        from triton.tools.disasm import get_sass
+        return "".join(self.kernel_sass(fun) for fun in self.entries) or get_sass(self.cubin)
+
+    def counts(self, sass=True, name=None):
+        """PTX and SASS instruction counts (``isa``) of the module, or of its kernel ``name``."""
+        c = isa.count_ptx(self.ptx if name is None else self.kernel_ptx(name))
         if sass:
-            c.update(isa.count_sass(self.sass))
+            c.update(isa.count_sass(self.sass if name is None else self.kernel_sass(name)))
         return c
 
 

@@ -155,7 +155,7 @@ def cuda_excerpt(src, first, last):
 
 def sass_protocol(code, name="tma_copy_tile", pattern=r"UTMALDG|UTMASTG|SYNCS|UBLKCP|ELECT"):
     """The SASS lines of one kernel that carry the protocol: TMA (UTMA*), the mbarrier unit (SYNCS)."""
-    return [line.split("\t")[-1].strip() for line in tc.sass(code, name).splitlines() if re.search(pattern, line)]
+    return [line.split("\t")[-1].strip() for line in code.kernel_sass(name).splitlines() if re.search(pattern, line)]
 
 
 def registers(tile=REG_TILE):
@@ -252,7 +252,7 @@ class TmaRing(Widget):
 
     def evidence(self, cfg, compiled):
         name = f"tma_ring_{cfg['stages']}"
-        n = tc.counts(compiled, name)
+        n = compiled.counts(name=name)
         p = tc.plan_ring(COPY_SHAPE, 2, (cfg["BLOCK_M"], BOX_N), cfg["stages"], cfg["ctas_per_sm"], measure.sm_count())
         return [f"{p.text()}; {cfg['ctas_per_sm']} CTA(s) x {cfg['stages']} slots = "
                 f"{cfg['ctas_per_sm'] * cfg['stages']} tiles in flight per SM",

@@ -221,7 +221,7 @@ def compile_ptx(cuda_src, stages=2):
     if KERNEL not in code.entries:
         raise AssertionError(f"no kernel named {KERNEL} in your CUDA (its entries: {', '.join(code.entries) or 'none'}): "
                              "keep the kernel's name and signature as given")
-    return tma_cuda.entry(code.ptx, KERNEL), src
+    return code.kernel_ptx(KERNEL), src
 
 
 # ---- reading the PTX -----------------------------------------------------------------------------------------

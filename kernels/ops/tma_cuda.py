@@ -497,26 +497,6 @@ def compiled():
 KERNEL_NAMES = ("tma_copy_tile",) + tuple(f"tma_ring_{s}" for s in STAGES)
 
 
-def sass(code, name):
-    """The SASS of one kernel of ``code`` (``code.sass`` disassembles only the cubin's first function)."""
-    from triton.tools.disasm import get_sass  # Triton ships cuobjdump
-    return get_sass(code.cubin, fun=name)
-
-
-def counts(code, name):
-    """PTX and SASS instruction counts (kernels.lab.isa) of one kernel of ``code``."""
-    c = isa.count_ptx(entry(code.ptx, name))
-    c.update(isa.count_sass(sass(code, name)))
-    return c
-
-
-def entry(ptx, name):
-    """The PTX of one kernel (``.entry name``) of a module's PTX."""
-    start = ptx.index(f".entry {name}(")
-    end = ptx.find(".entry ", start + 1)
-    return ptx[start:] if end < 0 else ptx[start:end]
-
-
 # Each protocol step: our PTX line, the line Triton emitted for the same step in lesson 03's copy, the PTX ISA
 # section both come from. ``anywhere``: found anywhere in the kernel (the two put it in different places);
 # otherwise the first match after the previous step's line, so a repeated instruction is the right one.
@@ -581,7 +561,7 @@ def side_by_side(kind="copy", ours_ptx=None, triton=None):
     if kind not in PAIRS:
         raise CourseError(f"side_by_side: kind is 'copy' or 'ring', not {kind!r}")
     name, _ = PAIRS[kind]
-    ours = _protocol_lines(entry(ours_ptx or compiled().ptx, name), "ours")
+    ours = _protocol_lines(cuda.kernel_ptx(ours_ptx or compiled().ptx, name), "ours")
     theirs = _protocol_lines(triton or triton_ptx(kind), "triton")
     return [{"step": s["step"], "isa": s["isa"], "ours": o, "triton": t} for s, o, t in zip(PTX_MAP, ours, theirs)]
 
