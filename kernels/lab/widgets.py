@@ -163,16 +163,7 @@ def explore(widget, **defaults):
     controls = {name: W.SelectionSlider(options=opts, value=values[name], description=name,
                                         continuous_update=False, style={"description_width": "initial"})
                 for name, opts in widget.sliders.items()}
-    out = W.Output()
-
-    def update(_change=None):
-        with _ONE_AT_A_TIME:
-            _Collector(out).run(widget, {name: c.value for name, c in controls.items()})
-
-    for control in controls.values():
-        control.observe(update, "value")
-    update()
-    return W.VBox([*controls.values(), out])
+    return W.VBox([*controls.values(), _output(controls, widget)])
 
 
 def choices(draw, **options):
@@ -182,6 +173,13 @@ def choices(draw, **options):
     import ipywidgets as W
     controls = {name: W.Dropdown(options=opts, value=opts[0], description=name,
                                  style={"description_width": "initial"}) for name, opts in options.items()}
+    return W.VBox([W.HBox(list(controls.values())), _output(controls, draw)])
+
+
+def _output(controls, draw):
+    """The output of an explorer: what ``draw`` shows at the controls' values, drawn now and again after
+    every change, one callback at a time (see ``explore``)."""
+    import ipywidgets as W
     out = W.Output()
 
     def update(_change=None):
@@ -191,7 +189,7 @@ def choices(draw, **options):
     for control in controls.values():
         control.observe(update, "value")
     update()
-    return W.VBox([W.HBox(list(controls.values())), out])
+    return out
 
 
 # one callback at a time, of any widget: comms may run on more than one thread (JupyterLab's
