@@ -233,3 +233,184 @@ def matmul_tma(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, num_warps=N
     c = _inputs("matmul_tma", a, b, out)
     _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
     return _launch(matmul_tma_kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, c_tile=True)
+
+
+# ---- lesson 07: host-side descriptors, one kernel for both grids, and split-K --------------------
+
+@triton.jit
+def matmul_tma_host_kernel(a_desc, b_desc, c_desc, M, N, K,
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                           GROUP_M: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+    # the tensor maps come from the host (TensorDescriptor): no allocator, no map written per launch.
+    # The grid decides the schedule: one program per tile runs the loop once, one per SM makes it
+    # persistent.
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True, warp_specialize=WARP_SPECIALIZE):
+        pid_m, pid_n = grouped_tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(k_tiles):
+            acc = tl.dot(a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K]), b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N]), acc)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+
+
+@triton.jit
+def matmul_splitk_kernel(a_desc, b_desc, c_ptr, M, N, K, stride_cm,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                         GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr):
+    # split-K: program (tile, s) sums the s-th slice of K and adds its partial tile into an fp32 C
+    # that starts at zero; for shapes with too few output tiles to occupy every SM (small M)
+    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    per_split = tl.cdiv(k_tiles, SPLIT_K)
+    first = tl.program_id(1) * per_split
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(first, tl.minimum(first + per_split, k_tiles)):
+        acc = tl.dot(a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K]), b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N]), acc)
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    tl.atomic_add(c_ptr + rm[:, None] * stride_cm + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N),
+                  sem="relaxed")
+
+
+def _host_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]), ("C", c, [BLOCK_M, BLOCK_N]))
+    return (TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]), TensorDescriptor.from_tensor(b, [BLOCK_K, BLOCK_N]),
+            TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N]))
+
+
+def matmul_tma_host(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8,
+                    persistent=True, warp_specialize=False, programs=None, out=None):
+    """C = A @ B with host-side tensor maps; ``persistent``: one program per SM (or ``programs``) walks the
+    tiles, else one program per tile (lesson 07)."""
+    c = _inputs("matmul_tma_host", a, b, out)
+    M, K = a.shape
+    N = b.shape[1]
+    descs = _host_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
+    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
+    grid = _persistent_grid(a, b, BLOCK_M, BLOCK_N, programs) if persistent else (tiles,)
+    try:
+        matmul_tma_host_kernel[grid](*descs, M, N, K, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+                                     GROUP_M=GROUP_M, WARP_SPECIALIZE=warp_specialize, num_stages=stages,
+                                     num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N))
+    except OutOfResources as e:
+        raise _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile=True) from None
+    return c
+
+
+def matmul_splitk(a, b, BLOCK_M=64, BLOCK_N=64, BLOCK_K=128, stages=4, num_warps=4, GROUP_M=8, split_k=4,
+                  out=None):
+    """C = A @ B with K split ``split_k`` ways: the partial tiles meet in an fp32 buffer by atomic adds,
+    then C is that buffer cast to A's dtype (three kernels: zero, GEMM, cast) (lesson 07)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    c = _inputs("matmul_splitk", a, b, out)
+    M, K = a.shape
+    N = b.shape[1]
+    acc = torch.zeros(M, N, device=a.device, dtype=torch.float32)
+    tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]))
+    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N), split_k)
+    try:
+        matmul_splitk_kernel[grid](TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]),
+                                   TensorDescriptor.from_tensor(b, [BLOCK_K, BLOCK_N]), acc, M, N, K, acc.stride(0),
+                                   BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
+                                   SPLIT_K=split_k, num_stages=stages, num_warps=num_warps)
+    except OutOfResources as e:
+        raise _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile=False) from None
+    c.copy_(acc)
+    return c
+
+
+# ---- lesson 07: the last wave split along K ------------------------------------------------------
+
+@triton.jit
+def _tile_sum(a_desc, b_desc, pid_m, pid_n, k0, k1,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for ki in range(k0, k1):
+        acc = tl.dot(a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K]), b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N]), acc)
+    return acc
+
+
+@triton.jit
+def matmul_split_tail_kernel(a_desc, b_desc, c_desc, partial_ptr, count_ptr, M, N, K, whole,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                             GROUP_M: tl.constexpr, SPLIT: tl.constexpr):
+    # Tiles 0 .. whole-1 fill whole waves: each program computes its share of them, persistent. The
+    # remaining tiles (the last wave, too few to occupy every SM) are each split into SPLIT slices of K,
+    # one program per slice. A slice writes its partial sum to its own fp32 buffer and counts itself in;
+    # the slice that counts last adds the partials up, stores the tile and resets the count for the
+    # next call.
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for t in tl.range(tl.program_id(0), whole, tl.num_programs(0), flatten=True):
+        pid_m, pid_n = grouped_tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = _tile_sum(a_desc, b_desc, pid_m, pid_n, 0, k_tiles, BLOCK_M, BLOCK_N, BLOCK_K)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+    per_slice = tl.cdiv(k_tiles, SPLIT)
+    rows = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    for u in range(tl.program_id(0), (tiles - whole) * SPLIT, tl.num_programs(0)):
+        slot = u // SPLIT
+        pid_m, pid_n = grouped_tile(whole + slot, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        k0 = (u % SPLIT) * per_slice
+        acc = _tile_sum(a_desc, b_desc, pid_m, pid_n, k0, tl.minimum(k0 + per_slice, k_tiles), BLOCK_M, BLOCK_N, BLOCK_K)
+        tl.store(partial_ptr + u * BLOCK_M * BLOCK_N + rows, acc)
+        tl.debug_barrier()  # every thread's part of the partial is written before the count says so
+        if tl.atomic_add(count_ptr + slot, 1, sem="acq_rel") == SPLIT - 1:
+            tl.debug_barrier()
+            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for s in range(SPLIT):  # .cg: read in L2, where the other slices' stores are, not a stale L1 line
+                total += tl.load(partial_ptr + (slot * SPLIT + s) * BLOCK_M * BLOCK_N + rows, cache_modifier=".cg")
+            c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], total.to(c_desc.dtype))
+            tl.store(count_ptr + slot, 0)
+
+
+def waves(M, N, BLOCK_M, BLOCK_N, sms):
+    """(tiles, whole waves, tiles in the last wave): how ``tiles`` output tiles fall on ``sms`` SMs, one
+    tile per SM at a time. A last wave of r tiles leaves sms - r SMs idle for one tile's time."""
+    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
+    return tiles, tiles // sms, tiles % sms
+
+
+def split_plan(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, sms):
+    """(whole, split): the tiles computed whole (every full wave), and how many K slices each tile of the
+    last wave gets so that its slices occupy the SMs the last wave would leave idle (1: no split)."""
+    tiles, full, tail = waves(M, N, BLOCK_M, BLOCK_N, sms)
+    if tail == 0:
+        return tiles, 1
+    split = min(sms // tail, triton.cdiv(K, BLOCK_K), 8)
+    return (full * sms, split) if split > 1 else (tiles, 1)
+
+
+_SCRATCH = {}  # (device, slots, split, tile) -> (fp32 partials, int32 counts), kept: the counts reset themselves
+
+
+def _scratch(device, slots, split, BLOCK_M, BLOCK_N):
+    key = (str(device), slots, split, BLOCK_M, BLOCK_N)
+    if key not in _SCRATCH:
+        _SCRATCH[key] = (torch.empty(slots * split * BLOCK_M * BLOCK_N, device=device, dtype=torch.float32),
+                         torch.zeros(max(slots, 1), device=device, dtype=torch.int32))
+    return _SCRATCH[key]
+
+
+def matmul_split_tail(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=4, num_warps=None, GROUP_M=8,
+                      split=None, programs=None, out=None):
+    """C = A @ B, persistent over the whole waves, the last wave's tiles split ``split`` ways along K
+    (default ``split_plan``) (lesson 07)."""
+    c = _inputs("matmul_split_tail", a, b, out)
+    M, K = a.shape
+    N = b.shape[1]
+    descs = _host_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
+    sms = programs or sm_count(a)
+    whole, plan = split_plan(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, sms)
+    split = split or plan
+    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
+    partials, counts = _scratch(a.device, tiles - whole, split, BLOCK_M, BLOCK_N)
+    grid = (min(sms, max(whole, (tiles - whole) * split)),)
+    try:
+        matmul_split_tail_kernel[grid](*descs, partials, counts, M, N, K, whole, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                                       BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, SPLIT=split, num_stages=stages,
+                                       num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N))
+    except OutOfResources as e:
+        raise _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile=True) from None
+    return c
