@@ -416,3 +416,20 @@ class ShapeConfig(Widget):
 
 
 shape_config = ShapeConfig()
+
+
+def print_why(search_run, dtype="float16", sms=132):
+    """Per shape, the winner's tile beside the two things a tile trades: flops per byte it fills shared
+    memory with, and how full its waves keep the SMs (tiles / (waves started x SMs))."""
+    got = winners(search_run.records)
+    for shape in SHAPES:
+        w = got.get((shape, dtype))
+        if w is None:
+            continue
+        c = w["config"]
+        tiles, full, tail = gemm.waves(shape[0], shape[1], c["BLOCK_M"], c["BLOCK_N"], sms)
+        fill = tiles / ((full + (1 if tail else 0)) * sms)
+        print(f"{shape_name(shape):>16} {short(dtype)}: winner {c['BLOCK_M']}x{c['BLOCK_N']} "
+              f"{'(split last wave) ' if w['name'] == 'gemm_split_tail' else ''}"
+              f"| {c['BLOCK_M'] * c['BLOCK_N'] / (c['BLOCK_M'] + c['BLOCK_N']):4.1f} flop/B | {tiles:5d} tiles, "
+              f"waves fill the SMs {fill:4.0%}")
