@@ -54,6 +54,12 @@ def launcher(name, cfg):
     return lambda a, b, out: kernel(a, b, stages=stages, out=out, **c)
 
 
+def planned(name, cfg, a, b, c):
+    """The entry prepared once (``gemm.plan``): each call launches only, so small shapes are timed on the GPU's
+    work and not on Python's (section 2 measures both)."""
+    return gemm.plan(name, a, b, c, **cfg)
+
+
 def operands(shape, dtype):
     M, N, K = shape
     dt = getattr(torch, dtype)
@@ -63,7 +69,8 @@ def operands(shape, dtype):
 
 
 def measure_search():
-    """The search, measured once per session (the best run and the launch run use its winners)."""
+    """The search, measured once per session (the best run and the launch run use its winners). Each entry
+    is timed through its plan (``planned``)."""
     return list(_searched())
 
 
@@ -78,8 +85,8 @@ def _searched():
             ref = torch.matmul(a, b)
             fns, cfgs = {"cublas_gemm": lambda: torch.matmul(a, b, out=c)}, {"cublas_gemm": ("cublas_gemm", {})}
             for i, (name, cfg) in enumerate(space()):
-                fn = functools.partial(launcher(name, cfg), a, b, c)
                 try:
+                    fn = planned(name, cfg, a, b, c)
                     bench.check_writes(name, fn, c, ref, 1e-2)
                 except REFUSALS as e:
                     print(f"left out at {shape} {dtype}: {measure.describe(name, cfg)}: {e}")
@@ -120,8 +127,7 @@ def measure_best():
             w = best[(shape, dtype)]
             cfg = dict(w["config"])
             variants = [("cublas_gemm", {}, lambda: torch.matmul(a, b, out=c)),
-                        ("gemm_best", {"kernel": w["name"], **cfg},
-                         functools.partial(launcher(w["name"], cfg), a, b, c)),
+                        ("gemm_best", {"kernel": w["name"], **cfg}, planned(w["name"], cfg, a, b, c)),
                         ("gemm_lesson04", LESSON04,
                          lambda: gemm.matmul_tma_persistent(a, b, stages=3, out=c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64))]
             recs = measure.timed(variants, c, torch.matmul(a, b), 1e-2, shape=shape, flops=bench.gemm_flops(*shape))
@@ -132,16 +138,19 @@ def measure_best():
 def measure_launch():
     """At the two smallest squares, fp16: each kernel timed three ways - ``do_bench`` (L2 cleared before each
     call, the host's launch work overlapping the clearing), replayed from a CUDA graph (GPU time alone, L2
-    warm) and the host's own time per call - to separate what the GPU does from what the launch costs."""
+    warm) and the host's own time per call - to separate what the GPU does from what the launch costs. The
+    search's winner runs twice: called as a learner calls it (checks, tensor maps, Triton's dispatch on every
+    call) and through its plan (all of that once)."""
     records = []
     for shape in LAUNCH_SHAPES:
         a, b, c = operands(shape, "float16")
         best = winners(search().records)[(shape, "float16")]
+        cfg = {"kernel": best["name"], **best["config"]}
         variants = [("cublas_gemm", {}, lambda: torch.matmul(a, b, out=c)),
                     ("gemm_lesson04", LESSON04,
                      lambda: gemm.matmul_tma_persistent(a, b, stages=3, out=c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64)),
-                    ("gemm_best", {"kernel": best["name"], **best["config"]},
-                     functools.partial(launcher(best["name"], best["config"]), a, b, c))]
+                    ("gemm_best_called", cfg, functools.partial(launcher(best["name"], best["config"]), a, b, c)),
+                    ("gemm_best", cfg, planned(best["name"], best["config"], a, b, c))]
         flops = bench.gemm_flops(*shape)
         records += [{**r, "config": {**r["config"], "timer": "do_bench"}}
                     for r in measure.timed(variants, c, torch.matmul(a, b), 1e-2, shape=shape, flops=flops)]
@@ -158,15 +167,11 @@ def measure_waves():
     persistent kernel at 128x128 and 128x256, the split last wave at 128x128, and cuBLAS, in turn."""
     a, b, c = operands(WAVES_SHAPE, "float16")
     t = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=4, stages=4)
-    variants = [("cublas_gemm", {}, lambda: torch.matmul(a, b, out=c)),
-                ("gemm_tma_host", {**t, "persistent": True},
-                 lambda: gemm.matmul_tma_host(a, b, BLOCK_M=128, BLOCK_N=128, num_warps=4, stages=4, out=c)),
-                ("gemm_tma_host", {**t, "BLOCK_N": 256, "num_warps": 8, "stages": 3, "persistent": True},
-                 lambda: gemm.matmul_tma_host(a, b, BLOCK_M=128, BLOCK_N=256, num_warps=8, stages=3, out=c))]
-    for split in (1, 2):
-        variants.append(("gemm_split_tail", {**t, "split": split},
-                         lambda split=split: gemm.matmul_split_tail(a, b, BLOCK_M=128, BLOCK_N=128, num_warps=4,
-                                                                    stages=4, split=split, out=c)))
+    entries = [("gemm_tma_host", {**t, "persistent": True}),
+               ("gemm_tma_host", {**t, "BLOCK_N": 256, "num_warps": 8, "stages": 3, "persistent": True}),
+               ("gemm_split_tail", {**t, "split": 1}), ("gemm_split_tail", {**t, "split": 2})]
+    variants = [("cublas_gemm", {}, lambda: torch.matmul(a, b, out=c))]
+    variants += [(name, cfg, planned(name, cfg, a, b, c)) for name, cfg in entries]
     return measure.timed(variants, c, torch.matmul(a, b), 1e-2, shape=WAVES_SHAPE,
                          flops=bench.gemm_flops(*WAVES_SHAPE))
 

@@ -10,6 +10,7 @@ import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
 from ..lab import aot, operands, smem, tma_rules
+from ..lab.plan import Plan
 from ..lab.errors import CourseError
 from ..lab.mode import DEVICE, sm_count
 
@@ -280,22 +281,36 @@ def _host_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K):
             TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N]))
 
 
-def matmul_tma_host(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8,
-                    persistent=True, warp_specialize=False, programs=None, out=None):
-    """C = A @ B with host-side tensor maps; ``persistent``: one program per SM (or ``programs``) walks the
-    tiles, else one program per tile (lesson 07)."""
-    c = _inputs("matmul_tma_host", a, b, out)
+def _host_launch(a, b, c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8,
+                 persistent=True, warp_specialize=False, programs=None):
+    """(kernel, grid, args, kwargs) of one ``matmul_tma_host_kernel`` launch, operands checked."""
     M, K = a.shape
     N = b.shape[1]
     descs = _host_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     grid = _persistent_grid(a, b, BLOCK_M, BLOCK_N, programs) if persistent else (tiles,)
+    return (matmul_tma_host_kernel, grid, (*descs, M, N, K),
+            dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, WARP_SPECIALIZE=warp_specialize,
+                 num_stages=stages, num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N)))
+
+
+def _start(launch, a, c_tile=True):
+    """Run one prepared launch; a configuration that does not fit gets the course's message."""
+    kernel, grid, args, kwargs = launch
     try:
-        matmul_tma_host_kernel[grid](*descs, M, N, K, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
-                                     GROUP_M=GROUP_M, WARP_SPECIALIZE=warp_specialize, num_stages=stages,
-                                     num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N))
+        return kernel[grid](*args, **kwargs)
     except OutOfResources as e:
-        raise _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile=True) from None
+        raise _overflow(e, a, kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["BLOCK_K"], kwargs["num_stages"],
+                        c_tile) from None
+
+
+def matmul_tma_host(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8,
+                    persistent=True, warp_specialize=False, programs=None, out=None):
+    """C = A @ B with host-side tensor maps; ``persistent``: one program per SM (or ``programs``) walks the
+    tiles, else one program per tile (lesson 07)."""
+    c = _inputs("matmul_tma_host", a, b, out)
+    _start(_host_launch(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, persistent, warp_specialize,
+                        programs), a)
     return c
 
 
@@ -393,11 +408,8 @@ def _scratch(device, slots, split, BLOCK_M, BLOCK_N):
     return _SCRATCH[key]
 
 
-def matmul_split_tail(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=4, num_warps=None, GROUP_M=8,
-                      split=None, programs=None, out=None):
-    """C = A @ B, persistent over the whole waves, the last wave's tiles split ``split`` ways along K
-    (default ``split_plan``) (lesson 07)."""
-    c = _inputs("matmul_split_tail", a, b, out)
+def _split_tail_launch(a, b, c, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=4, num_warps=None, GROUP_M=8,
+                       split=None, programs=None):
     M, K = a.shape
     N = b.shape[1]
     descs = _host_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
@@ -407,10 +419,29 @@ def matmul_split_tail(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=4, num_
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     partials, counts = _scratch(a.device, tiles - whole, split, BLOCK_M, BLOCK_N)
     grid = (min(sms, max(whole, (tiles - whole) * split)),)
-    try:
-        matmul_split_tail_kernel[grid](*descs, partials, counts, M, N, K, whole, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
-                                       BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, SPLIT=split, num_stages=stages,
-                                       num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N))
-    except OutOfResources as e:
-        raise _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile=True) from None
+    return (matmul_split_tail_kernel, grid, (*descs, partials, counts, M, N, K, whole),
+            dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, SPLIT=split, num_stages=stages,
+                 num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N)))
+
+
+def matmul_split_tail(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=4, num_warps=None, GROUP_M=8,
+                      split=None, programs=None, out=None):
+    """C = A @ B, persistent over the whole waves, the last wave's tiles split ``split`` ways along K
+    (default ``split_plan``) (lesson 07)."""
+    c = _inputs("matmul_split_tail", a, b, out)
+    _start(_split_tail_launch(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, split, programs), a)
     return c
+
+
+PLANNED = {"gemm_tma_host": _host_launch, "gemm_split_tail": _split_tail_launch}
+
+
+def plan(name, a, b, c, **config):
+    """A ``lab.plan.Plan`` of kernel ``name`` (``PLANNED``) computing C = A @ B into ``c`` with ``config``:
+    checks, tensor maps and compilation done once (a first launch), each call then launches only."""
+    _inputs(f"plan({name})", a, b, c)
+    kernel, grid, args, kwargs = launch = PLANNED[name](a, b, c, **config)
+    try:
+        return Plan(kernel, grid, args, kwargs)
+    except OutOfResources:
+        _start(launch, a)  # raises the course's message

@@ -15,6 +15,8 @@ from triton.runtime.errors import OutOfResources
 
 from ..lab import operands, smem, tma_rules
 from ..lab.errors import CourseError
+from ..lab.mode import sm_count
+from ..lab.plan import Plan
 from .gemm import grouped_tile
 
 FP8 = torch.float8_e4m3fn
@@ -66,28 +68,55 @@ def _check(a, bt, scale_a, scale_b, out_dtype):
     operands.check("matmul_fp8", "a bt", a, bt)
 
 
-def matmul_fp8(a, bt, scale_a, scale_b, out_dtype=torch.bfloat16, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128,
-               stages=3, num_warps=8, GROUP_M=8, persistent=True, warp_specialize=False, programs=None, out=None):
-    """C = (A @ B) * scale_a * scale_b from A (M, K) and B^T (N, K) in e4m3, host-side tensor maps."""
+def _launch(a, bt, scale_a, scale_b, c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, stages=3, num_warps=8, GROUP_M=8,
+            persistent=True, warp_specialize=False, programs=None):
+    """(kernel, grid, args, kwargs) of one launch, host-side tensor maps."""
     from triton.tools.tensor_descriptor import TensorDescriptor
-    _check(a, bt, scale_a, scale_b, out_dtype)
     M, K = a.shape
     N = bt.shape[0]
-    c = out if out is not None else torch.empty(M, N, device=a.device, dtype=out_dtype)
     tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B^T", bt, [BLOCK_N, BLOCK_K]), ("C", c, [BLOCK_M, BLOCK_N]))
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
-    from ..lab.mode import sm_count
     grid = (min(tiles, programs or sm_count(a)),) if persistent else (tiles,)
+    descs = (TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]), TensorDescriptor.from_tensor(bt, [BLOCK_N, BLOCK_K]),
+             TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N]))
+    return (matmul_fp8_kernel, grid, (*descs, scale_a, scale_b, M, N, K),
+            dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, WARP_SPECIALIZE=warp_specialize,
+                 num_stages=stages, num_warps=num_warps))
+
+
+def _overflow(e, c, kwargs):
+    m, n, k, s = kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["BLOCK_K"], kwargs["num_stages"]
+    return smem.overflow(e, f"{m}x{n}x{k} e4m3 with {s} stages", s, smem.gemm_stage_bytes(m, n, k, 1),
+                         m * n * c.element_size())
+
+
+def _out(a, bt, scale_a, scale_b, out_dtype, out):
+    _check(a, bt, scale_a, scale_b, out_dtype)
+    if out is None:
+        return torch.empty(a.shape[0], bt.shape[0], device=a.device, dtype=out_dtype)
+    return operands.out("matmul_fp8", out, (a.shape[0], bt.shape[0]), out, result="the product")
+
+
+def matmul_fp8(a, bt, scale_a, scale_b, out_dtype=torch.bfloat16, out=None, **config):
+    """C = (A @ B) * scale_a * scale_b from A (M, K) and B^T (N, K) in e4m3; ``config``: BLOCK_M, BLOCK_N,
+    BLOCK_K, stages, num_warps, GROUP_M, persistent, warp_specialize, programs (see ``_launch``)."""
+    c = _out(a, bt, scale_a, scale_b, out.dtype if out is not None else out_dtype, out)
+    kernel, grid, args, kwargs = _launch(a, bt, scale_a, scale_b, c, **config)
     try:
-        matmul_fp8_kernel[grid](TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]),
-                                TensorDescriptor.from_tensor(bt, [BLOCK_N, BLOCK_K]),
-                                TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N]), scale_a, scale_b, M, N, K,
-                                BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
-                                WARP_SPECIALIZE=warp_specialize, num_stages=stages, num_warps=num_warps)
+        kernel[grid](*args, **kwargs)
     except OutOfResources as e:
-        raise smem.overflow(e, f"{BLOCK_M}x{BLOCK_N}x{BLOCK_K} e4m3 with {stages} stages", stages,
-                            smem.gemm_stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K, 1), BLOCK_M * BLOCK_N * c.element_size()) from None
+        raise _overflow(e, c, kwargs) from None
     return c
+
+
+def plan(a, bt, scale_a, scale_b, c, **config):
+    """A ``lab.plan.Plan`` of ``matmul_fp8`` into ``c``: checks, tensor maps and compilation once."""
+    _out(a, bt, scale_a, scale_b, c.dtype, c)
+    kernel, grid, args, kwargs = _launch(a, bt, scale_a, scale_b, c, **config)
+    try:
+        return Plan(kernel, grid, args, kwargs)
+    except OutOfResources as e:
+        raise _overflow(e, c, kwargs) from None
 
 
 def reference(a, bt, scale_a, scale_b, out_dtype=torch.bfloat16):
