@@ -8,7 +8,7 @@ import math
 import torch
 
 from ..lab import bench, measure, results as recorded_results, smem
-from ..lab.widgets import REFUSALS
+from ..lab.widgets import REFUSALS, Widget
 from ..ops import gemm
 
 LESSON = "07"
@@ -182,3 +182,259 @@ def geomean(xs):
 
 
 RUNS = {"search": measure_search, "best": measure_best, "launch": measure_launch, "waves": measure_waves}
+
+
+# ---- views: what the notebook prints and draws from the runs' records --------------------------------------
+
+def shape_name(shape):
+    return "x".join(map(str, shape))
+
+
+def short(dtype):
+    return {"float16": "fp16", "bfloat16": "bf16"}.get(dtype, dtype)
+
+
+def describe(name, cfg):
+    """A configuration in one line: ``128x256x64 s3 w8 persistent``."""
+    kind = {"gemm_split_tail": "split last wave"}.get(name, "persistent" if cfg.get("persistent") else "one tile/program")
+    ws = " warp-specialised" if cfg.get("warp_specialize") else ""
+    split = f" split={cfg['split']}" if "split" in cfg else ""
+    return (f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} s{cfg['stages']} w{cfg['num_warps']} "
+            f"{kind}{ws}{split}")
+
+
+def space_summary():
+    """Lines: how many configurations of each kind the search tries, and the tiles it leaves out."""
+    cfgs = space()
+    kinds = {}
+    for name, cfg in cfgs:
+        k = ("split last wave" if name == "gemm_split_tail" else "warp-specialised" if cfg.get("warp_specialize")
+             else "persistent" if cfg["persistent"] else "one tile per program")
+        kinds[k] = kinds.get(k, 0) + 1
+    out = [f"{len(cfgs)} configurations: " + ", ".join(f"{n} {k}" for k, n in kinds.items())]
+    for m, n, k, w in TILES:
+        for s in STAGES:
+            b = smem.Budget(s, smem.gemm_stage_bytes(m, n, k), output_tile=m * n * 2)
+            if not b.fits:
+                out.append(f"left out: {m}x{n}x{k} at {s} stages ({b.model / 1024:.0f} KiB > {b.limit / 1024:.0f} KiB)")
+    return out
+
+
+def pairs(records, name):
+    """{(shape, dtype): (record named ``name``, the cuBLAS record of the same shape and dtype)}."""
+    cublas = {(tuple(r["shape"]), r["dtype"]): r for r in records if r["name"] == "cublas_gemm"}
+    return {(tuple(r["shape"]), r["dtype"]): (r, cublas[(tuple(r["shape"]), r["dtype"])])
+            for r in records if r["name"] == name and (tuple(r["shape"]), r["dtype"]) in cublas}
+
+
+def ratios(records, name):
+    """{(shape, dtype): cuBLAS time / ``name``'s time} (above 1: faster than cuBLAS)."""
+    return {k: c["ms"] / r["ms"] for k, (r, c) in pairs(records, name).items()}
+
+
+def print_lesson04(best):
+    """Lesson 04's default (128x256x64, 3 stages, persistent) against cuBLAS at every shape and dtype."""
+    got = ratios(best.records, "gemm_lesson04")
+    for shape in SHAPES:
+        line = "  ".join(f"{short(d)} {got[(shape, d)]:.2f}x" for d in DTYPES if (shape, d) in got)
+        print(f"{shape_name(shape):>16}: {line}")
+    low = min(got, key=got.get)
+    print(f"lesson 04's default against cuBLAS: from {got[low]:.2f}x ({shape_name(low[0])} {short(low[1])}) "
+          f"to {max(got.values()):.2f}x; geomean {geomean(got.values()):.3f}x")
+
+
+def winner_table(search_run):
+    """Per shape and dtype: the search's winner, and its time against cuBLAS in the same turn."""
+    got = winners(search_run.records)
+    cublas = {(tuple(r["shape"]), r["dtype"]): r for r in search_run.records if r["name"] == "cublas_gemm"}
+    for shape in SHAPES:
+        for d in DTYPES:
+            w = got.get((shape, d))
+            if w:
+                print(f"{shape_name(shape):>16} {short(d)}: {describe(w['name'], w['config']):48s} "
+                      f"{cublas[(shape, d)]['ms'] / w['ms']:.2f}x cuBLAS")
+
+
+def tile_economics(shape, sms=132):
+    """Per tile of the search: flops per byte loaded into shared memory (each K step loads
+    (BM + BN) x BK elements and does 2 x BM x BN x BK flops), the tiles of ``shape``, and the fraction of
+    the SMs' tile slots the waves fill (tiles / (waves x SMs))."""
+    M, N, _ = shape
+    rows = []
+    for m, n in dict.fromkeys((m, n) for m, n, _, _ in TILES):  # each tile once (128x128 comes with 4 and 8 warps)
+        tiles, full, tail = gemm.waves(M, N, m, n, sms)
+        slots = -(-tiles // sms) * sms
+        rows.append(dict(tile=f"{m}x{n}", intensity=m * n / (m + n), tiles=tiles, waves=tiles / sms,
+                         fill=tiles / slots))
+    return rows
+
+
+def print_economics(shapes, sms=132):
+    for shape in shapes:
+        print(f"{shape_name(shape)} on {sms} SMs:")
+        for r in tile_economics(shape, sms):
+            print(f"  {r['tile']:>8}: {r['intensity']:5.1f} flop per byte of shared memory filled | {r['tiles']:5d} tiles "
+                  f"= {r['waves']:5.2f} waves, slots filled {r['fill']:4.0%}")
+
+
+def plot_winners(best, ax=None):
+    """Winner / cuBLAS and lesson 04's default / cuBLAS per shape, fp16 and bf16, with the bars drawn."""
+    import matplotlib.pyplot as plt
+    ax = ax or plt.subplots(figsize=(7, 3))[1]
+    win, l04 = ratios(best.records, "gemm_best"), ratios(best.records, "gemm_lesson04")
+    x = range(len(SHAPES))
+    for i, d in enumerate(DTYPES):
+        off = (i - 0.5) * 0.4
+        ax.bar([j + off for j in x], [win.get((s, d), 0) for s in SHAPES], 0.4, label=f"search winner {short(d)}",
+               color=f"C{i}")
+        ax.plot([j + off for j in x], [l04.get((s, d), float("nan")) for s in SHAPES], "k_", ms=8,
+                label="lesson 04 default" if i == 0 else None)
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.axhline(0.85, color="red", lw=0.8, ls="--", label="0.85 (no point below)")
+    ax.set_xticks(list(x), [shape_name(s) for s in SHAPES], rotation=60, ha="right", fontsize=7)
+    ax.set(ylabel="x cuBLAS (higher: faster)", title=f"course GEMM vs cuBLAS ({best.label})")
+    ax.title.set_fontsize(8)
+    ax.legend(fontsize=6, ncol=2)
+    return ax
+
+
+BAR_GEOMEAN, BAR_MIN = 0.97, 0.85
+
+
+def bars(best):
+    """The bars, computed: (geomean, (worst point, its ratio), points below 0.85, verdict lines)."""
+    got = ratios(best.records, "gemm_best")
+    g, worst = geomean(got.values()), min(got, key=got.get)
+    below = sorted((k for k, v in got.items() if v < BAR_MIN), key=got.get)
+    lines = [f"{len(got)} (shape, dtype) points: geomean {g:.3f}x cuBLAS (bar {BAR_GEOMEAN}): "
+             f"{'met' if g >= BAR_GEOMEAN else 'NOT met'}",
+             f"lowest {got[worst]:.3f}x at {shape_name(worst[0])} {short(worst[1])} (bar: none below {BAR_MIN}): "
+             f"{'met' if not below else 'NOT met'}"]
+    if below:
+        lines.append("below the bar: " + ", ".join(f"{shape_name(s)} {short(d)} ({got[(s, d)]:.2f}x)" for s, d in below))
+    under_one = [k for k, v in got.items() if BAR_MIN <= v < BAR_GEOMEAN]
+    if under_one:
+        lines.append(f"between {BAR_MIN} and {BAR_GEOMEAN}: " + ", ".join(
+            f"{shape_name(s)} {short(d)} ({got[(s, d)]:.2f}x)" for s, d in sorted(under_one, key=got.get)))
+    return g, (worst, got[worst]), below, lines
+
+
+def launch_table(launch):
+    """{(shape, name): {timer: record}} of the launch run."""
+    out = {}
+    for r in launch.records:
+        out.setdefault((tuple(r["shape"]), r["name"]), {})[r["config"]["timer"]] = r
+    return out
+
+
+def print_launch(launch):
+    for (shape, name), t in launch_table(launch).items():
+        print(f"{shape_name(shape):>14} {name:14s} do_bench {t['do_bench']['ms'] * 1e3:6.1f} us | "
+              f"CUDA graph (GPU alone) {t['cuda_graph']['ms'] * 1e3:6.1f} us | host {t['host']['ms'] * 1e3:6.1f} us per call")
+
+
+def print_waves_run(waves_run):
+    base = waves_run.find("cublas_gemm")
+    for r in waves_run.records:
+        if r["name"] != "cublas_gemm":
+            print(f"{describe(r['name'], r['config']):52s} {r['tflops']:5.0f} TFLOP/s  {base['ms'] / r['ms']:.2f}x cuBLAS")
+    print(f"{'cuBLAS':52s} {base['tflops']:5.0f} TFLOP/s")
+
+
+def plot_waves(M, N, BLOCK_M, BLOCK_N, sms=132, K=None, BLOCK_K=64, split=False, ax=None):
+    """The output tiles of M x N on ``sms`` SMs, one row per wave: each cell an SM busy with one tile;
+    with ``split`` the last wave's tiles are cut in K slices that fill more of the idle SMs."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+    tiles, full, tail = gemm.waves(M, N, BLOCK_M, BLOCK_N, sms)
+    rows = full + (1 if tail else 0)
+    ax = ax or plt.subplots(figsize=(6, 0.35 * rows + 1.2))[1]
+    for w in range(full):
+        ax.add_patch(Rectangle((0, w), sms, 0.8, color="C0"))
+    slices = 1
+    if tail:
+        if split:
+            _, slices = gemm.split_plan(M, N, K or M, BLOCK_M, BLOCK_N, BLOCK_K, sms)
+        used = tail * slices
+        ax.add_patch(Rectangle((0, full), used, 0.8 / slices if slices > 1 else 0.8, color="C1"))
+        ax.add_patch(Rectangle((used, full), sms - used, 0.8, fill=False, hatch="//", ec="grey"))
+    ax.set(xlim=(0, sms), ylim=(rows, -0.2), xlabel=f"SM (of {sms})", ylabel="wave",
+           yticks=[i + 0.4 for i in range(rows)], yticklabels=[str(i + 1) for i in range(rows)])
+    what = f"{tail} tiles" + (f" x {slices} K slices (each 1/{slices} of the work)" if slices > 1 else "")
+    ax.set_title(f"{shape_name((M, N))}, {BLOCK_M}x{BLOCK_N} tiles: {tiles} tiles = {full} whole waves"
+                 + (f" + last wave of {what}; hatched: idle" if tail else ""), fontsize=8)
+    return ax
+
+
+# ---- the widget: one configuration of the space at one shape, from the search ------------------------------
+
+MODES = ("persistent", "one tile per program", "split last wave")
+
+
+def config_of(BLOCK_M, BLOCK_N, stages, mode):
+    """The search's (kernel name, config) for a widget setting (the first of TILES with that tile: its
+    BLOCK_K and warps), or None where the tile is not in the space."""
+    tile = next(((m, n, k, w) for m, n, k, w in TILES if (m, n) == (BLOCK_M, BLOCK_N)), None)
+    if tile is None:
+        return None
+    cfg = _tile(*tile, stages)
+    if mode == "split last wave":
+        return "gemm_split_tail", cfg
+    return "gemm_tma_host", {**cfg, "persistent": mode == "persistent"}
+
+
+class ShapeConfig(Widget):
+    """One configuration at one shape (fp16): its time in the search against cuBLAS, its waves on the SMs,
+    its shared-memory budget; a configuration outside the space is refused with the limit it breaks."""
+    lesson = LESSON
+    sliders = dict(shape=[shape_name(s) for s in SHAPES], BLOCK_M=[64, 128], BLOCK_N=[64, 128, 256], stages=STAGES,
+                   mode=list(MODES))
+    defaults = dict(shape="3072x3072x3072", BLOCK_M=128, BLOCK_N=128, stages=4, mode="persistent")
+    title, base_label = "fp16, timed in the search", "cuBLAS"
+
+    def budget(self, cfg, compiled):
+        name, c = config_of(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["stages"], cfg["mode"])
+        return smem.Budget(c["stages"], smem.gemm_stage_bytes(c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]),
+                           output_tile=c["BLOCK_M"] * c["BLOCK_N"] * 2)
+
+    def evidence(self, cfg, compiled):
+        M, N, K = map(int, cfg["shape"].split("x"))
+        name, c = config_of(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["stages"], cfg["mode"])
+        sms = measure.sm_count() or 132
+        tiles, full, tail = gemm.waves(M, N, c["BLOCK_M"], c["BLOCK_N"], sms)
+        lines = [f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']}, {c['num_warps']} warps: {tiles} tiles on {sms} SMs = "
+                 f"{full} whole waves + a last wave of {tail} tiles ({sms - tail if tail else 0} SMs idle in it)"]
+        if name == "gemm_split_tail":
+            whole, split = gemm.split_plan(M, N, K, c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], sms)
+            lines.append(f"split plan: {whole} tiles whole, " + (
+                f"the last {tiles - whole} cut in {split} K slices = {(tiles - whole) * split} programs" if split > 1
+                else "no split (the last wave is full, or too full to split)"))
+        return lines
+
+    def query(self, cfg):
+        name, c = config_of(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["stages"], cfg["mode"])
+        shape = tuple(map(int, cfg["shape"].split("x")))
+        return measure.Query(LESSON, "search", name, c, shape, launcher(name, c))
+
+    def label(self, cfg):
+        return f"{cfg['shape']}: {describe(*config_of(cfg['BLOCK_M'], cfg['BLOCK_N'], cfg['stages'], cfg['mode']))}"
+
+
+shape_config = ShapeConfig()
+
+
+def print_why(search_run, dtype="float16", sms=132):
+    """Per shape, the winner's tile beside the two things a tile trades: flops per byte it fills shared
+    memory with, and how full its waves keep the SMs (tiles / (waves started x SMs))."""
+    got = winners(search_run.records)
+    for shape in SHAPES:
+        w = got.get((shape, dtype))
+        if w is None:
+            continue
+        c = w["config"]
+        tiles, full, tail = gemm.waves(shape[0], shape[1], c["BLOCK_M"], c["BLOCK_N"], sms)
+        fill = tiles / ((full + (1 if tail else 0)) * sms)
+        print(f"{shape_name(shape):>16} {short(dtype)}: winner {c['BLOCK_M']}x{c['BLOCK_N']} "
+              f"{'(split last wave) ' if w['name'] == 'gemm_split_tail' else ''}"
+              f"| {c['BLOCK_M'] * c['BLOCK_N'] / (c['BLOCK_M'] + c['BLOCK_N']):4.1f} flop/B | {tiles:5d} tiles, "
+              f"waves fill the SMs {fill:4.0%}")

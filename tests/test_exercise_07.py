@@ -1,0 +1,79 @@
+"""Exercise 07's check, fed the wrong answers learners write: waves and the split plan of the last wave.
+Each must name its mistake; the course's own functions pass; the stubs are 'not attempted'."""
+import math
+
+import pytest
+
+from conftest import report
+from kernels.lessons import l07_shapes_and_waves_exercise as ex07
+from kernels.ops import gemm
+
+
+def _stub(*args):
+    # YOUR CODE HERE
+    raise NotImplementedError()
+
+
+def test_ex07_the_course_functions_pass_and_the_stubs_are_not_attempted():
+    passed, text = report(ex07.check, gemm.waves, gemm.split_plan, "128x128")
+    assert passed, text
+    passed, text = report(ex07.check, _stub, _stub, None)
+    assert not passed and "exercise 07: not attempted yet" in text, text
+
+
+def _floor(M, N, BM, BN, sms):
+    t = (M // BM) * (N // BN)
+    return t, t // sms, t % sms
+
+
+def _ceil_waves(M, N, BM, BN, sms):
+    t = math.ceil(M / BM) * math.ceil(N / BN)
+    return t, math.ceil(t / sms), t % sms
+
+
+def _idle(M, N, BM, BN, sms):
+    t = math.ceil(M / BM) * math.ceil(N / BN)
+    return t, t // sms, sms - t % sms if t % sms else 0
+
+
+@pytest.mark.parametrize("waves, says", [(_floor, "floors M / BLOCK_M"), (_ceil_waves, "counted as a whole wave"),
+                                         (_idle, "idle SMs")])
+def test_ex07_wrong_waves_are_named(waves, says):
+    passed, text = report(ex07.check, waves, gemm.split_plan, "128x128")
+    assert not passed and says in text, text
+    assert "pass  split_plan" in text  # the other checks still judged on their own
+
+
+def _plan(no_k=False, no_cap=False, whole_last=False, ceil=False, no_split_whole=False, k_floor=False, tail_zero=False):
+    def split_plan(M, N, K, BM, BN, BK, sms):
+        tiles, full, tail = gemm.waves(M, N, BM, BN, sms)
+        if tail == 0 and not tail_zero:
+            return tiles, 1
+        split = math.ceil(sms / tail) if ceil else sms // tail  # tail == 0 here divides by zero
+        if not no_k:
+            split = min(split, K // BK if k_floor else math.ceil(K / BK))
+        if not no_cap:
+            split = min(split, 8)
+        if split > 1:
+            return (tiles if whole_last else full * sms), split
+        return (full * sms if no_split_whole else tiles), 1
+    return split_plan
+
+
+@pytest.mark.parametrize("plan, says", [
+    (_plan(no_k=True), "not capped by the K tiles"), (_plan(no_cap=True), "no cap of 8"),
+    (_plan(whole_last=True), "'whole' counts the last wave's tiles"), (_plan(ceil=True), "rounds sms / tail up"),
+    (_plan(no_split_whole=True), "with no split (split 1)"), (_plan(k_floor=True), "K tiles are floored"),
+    (_plan(tail_zero=True), "when the last wave is full")])
+def test_ex07_wrong_split_plans_are_named(plan, says):
+    passed, text = report(ex07.check, gemm.waves, plan, "128x128")
+    assert not passed and says in text, text
+
+
+def test_ex07_the_wrong_prediction_says_why():
+    passed, text = report(ex07.check, gemm.waves, gemm.split_plan, "128x256")
+    assert not passed and "last wave is mostly idle" in text, text
+
+
+def test_ex07_the_prediction_follows_the_waves():
+    assert ex07.wave_units(3072, 3072, 128, 128) < ex07.wave_units(3072, 3072, 128, 256)
