@@ -3,7 +3,10 @@ any machine with the CUDA toolkit, built and launched through torch's ``cpp_exte
 
 A lesson's CUDA comes in two parts: ``kernels``, plain CUDA (``<cuda.h>`` and inline PTX, no torch), which
 ``compile_sm90a`` turns into PTX and a cubin anywhere; and ``launchers``, the host code that builds tensor
-maps and launches the kernels on torch tensors, which only ``build`` compiles (with the kernels), on a GPU."""
+maps and launches the kernels on torch tensors, which only ``build`` compiles (with the kernels), on a GPU.
+
+What lesson 06's extensions share is written once here and pasted into their sources: ``TENSOR_MAP_HOST``
+(finding and calling the driver's tensor-map encoder) into ``launchers``."""
 import hashlib
 import os
 import re
@@ -20,6 +23,50 @@ from .mode import LIVE
 
 ARCH = "sm_90a"  # wgmma, setmaxnreg and TMA multicast need the "a" (architecture-specific) target
 CACHE = Path(os.environ.get("COURSE_CUDA_CACHE", Path(tempfile.gettempdir()) / "course-cuda"))
+
+
+# ---- the CUDA lesson 06's extensions share (kernels/ops/tma_cuda.py, banks_cuda.py, cluster_cuda.py) -------
+
+# Host C++ for a module's ``launchers``: the driver's tensor-map encoder found through the runtime (CUDA Runtime
+# API, cudaGetDriverEntryPointByVersion), and a 2D map over a row-major torch tensor encoded with it (CUDA Driver
+# API, cuTensorMapEncodeTiled). ``static``: each extension is one translation unit.
+TENSOR_MAP_HOST = r"""
+// ---- shared by lesson 06's extensions (kernels/lab/cuda.py, TENSOR_MAP_HOST) -----------------------------
+#include <torch/extension.h>
+#include <cudaTypedefs.h>   // PFN_cuTensorMapEncodeTiled_v12000
+
+// The driver's encoder, reached through the runtime: no -lcuda at link time. Looked up once.
+static PFN_cuTensorMapEncodeTiled_v12000 course_encode_tiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
+    TORCH_CHECK(e == cudaSuccess && found == cudaDriverEntryPointSuccess && p,
+                "cuTensorMapEncodeTiled is not in this driver (CUDA 12.0 or newer needed; ", cudaGetErrorString(e),
+                ", query result ", (int)found, ")");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A 2D map of t (rows x cols, row stride in bytes), read and written box_rows x box_cols at a time. Dimensions
+// go innermost first; the strides name dimensions 1.. only, in bytes. Out-of-bounds elements of a box load as
+// zeros and are dropped on store.
+static CUtensorMap course_map_2d(const torch::Tensor& t, int64_t box_rows, int64_t box_cols, CUtensorMapDataType type,
+                                 CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2_promotion) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {(cuuint64_t)t.size(1), (cuuint64_t)t.size(0)};
+  const cuuint64_t strides[1] = {(cuuint64_t)(t.stride(0) * t.element_size())};
+  const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = course_encode_tiled()(&map, type, 2, t.data_ptr(), dims, strides, box, element_strides,
+                                           CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2_promotion,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  TORCH_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled refused the map (CUresult ", (int)r, ")");
+  return map;
+}
+// ---- (end of TENSOR_MAP_HOST)
+"""
 
 
 def nvcc():

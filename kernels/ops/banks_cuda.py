@@ -147,35 +147,12 @@ LAUNCHERS = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
-
+""" + cuda.TENSOR_MAP_HOST + r"""
 namespace {
 
-// cuTensorMapEncodeTiled is a driver function: the runtime hands out its address, so no -lcuda is needed.
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
-    TORCH_CHECK(e == cudaSuccess && found == cudaDriverEntryPointSuccess && p,
-                "cuTensorMapEncodeTiled is not in this driver (it needs CUDA 12.0 or newer)");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-// A tensor map over a row-major 2D tensor of 16-bit elements: box_rows x box_cols, with `swizzle`.
+// A map over a row-major 2D tensor of 16-bit elements (moved as raw bits), box_rows x box_cols, no L2 promotion.
 CUtensorMap map_2d(const torch::Tensor& x, int64_t box_rows, int64_t box_cols, CUtensorMapSwizzle swizzle) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {(cuuint64_t)x.size(1), (cuuint64_t)x.size(0)};       // innermost first
-  const cuuint64_t strides[1] = {(cuuint64_t)(x.stride(0) * x.element_size())};    // bytes, dims 1.. only
-  const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
-  const cuuint32_t steps[2] = {1, 1};
-  CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, x.data_ptr(), dims, strides, box, steps,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  TORCH_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled refused the map (CUresult ", (int)r, ")");
-  return map;
+  return course_map_2d(x, box_rows, box_cols, CU_TENSOR_MAP_DATA_TYPE_UINT16, swizzle, CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 }  // namespace

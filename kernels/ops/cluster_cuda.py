@@ -232,22 +232,10 @@ LAUNCHERS = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>   // the stream torch is using
 #include <cuda_runtime.h>
-#include <cudaTypedefs.h>   // PFN_cuTensorMapEncodeTiled
+""" + cuda.TENSOR_MAP_HOST + r"""
 
 #define CHECK_CUDA(call) do { cudaError_t e_ = (call); \
   TORCH_CHECK(e_ == cudaSuccess, #call " failed: ", cudaGetErrorString(e_)); } while (0)
-
-// The driver's tensor-map encoder, reached through the runtime: no -lcuda at link time.
-static PFN_cuTensorMapEncodeTiled_v12000 encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  if (!fn) {
-    cudaDriverEntryPointQueryResult status;
-    CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void **>(&fn), 12000,
-                                                cudaEnableDefault, &status));
-    TORCH_CHECK(status == cudaDriverEntryPointSuccess && fn, "cuTensorMapEncodeTiled not found in the driver");
-  }
-  return fn;
-}
 
 void dsmem_ring_launch(torch::Tensor x, torch::Tensor out, torch::Tensor ranks) {
   const int blocks = x.size(0), n = x.size(1);
@@ -259,14 +247,8 @@ void dsmem_ring_launch(torch::Tensor x, torch::Tensor out, torch::Tensor ranks) 
 // x: (M, N) fp16, rows x 64 boxes, no swizzle (a 128-byte inner row is the widest box without one).
 void tile_sums_launch(torch::Tensor x, torch::Tensor out, torch::Tensor timeouts, int64_t rows, int64_t tiles,
                       int64_t per_cluster, int64_t cluster, int64_t stages, bool multicast, int64_t max_cycles) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(x.size(1)), static_cast<cuuint64_t>(x.size(0))};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(x.stride(0) * 2)};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(rows)}, one[2] = {1, 1};
-  CUresult r = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, x.data_ptr(), dims, strides, box, one,
-                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  TORCH_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed with CUresult ", int(r));
+  const CUtensorMap map = course_map_2d(x, rows, 64, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 
   const int smem = stages * (rows * 64 * 2) + 2 * stages * 8;
   CHECK_CUDA(cudaFuncSetAttribute(tile_sums, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

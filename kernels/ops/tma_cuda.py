@@ -14,7 +14,8 @@
 Each inline-PTX helper names the PTX ISA section its instruction comes from (NVIDIA, Parallel Thread
 Execution ISA, "Parallel Synchronization and Communication Instructions" and "Data Movement and Conversion
 Instructions"). The tensor map's rules are ``kernels.lab.tma_rules``; the host encoding follows the CUDA
-Driver API, ``cuTensorMapEncodeTiled``.
+Driver API, ``cuTensorMapEncodeTiled``. The encoding is shared with lesson 06's other extensions
+(``kernels.lab.cuda.TENSOR_MAP_HOST``).
 """
 from dataclasses import dataclass
 
@@ -225,24 +226,8 @@ LAUNCHERS = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>   // (not ATen/cuda/CUDAContext.h, which pulls in cuSPARSE and cuBLAS headers)
-#include <cudaTypedefs.h>   // PFN_cuTensorMapEncodeTiled
-
-// The driver's encoder, reached through the runtime: no -lcuda at link time.
-static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  if (!fn) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
-    TORCH_CHECK(e == cudaSuccess && found == cudaDriverEntryPointSuccess && p,
-                "cuTensorMapEncodeTiled is not in this driver (CUDA 12.0 or newer needed)");
-    fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }
-  return fn;
-}
-
-// A 2D map of t (rows x cols, row stride in bytes), read and written box_m x box_n at a time. Dimensions
-// go innermost first. Out-of-bounds elements of a box load as zeros and are dropped on store.
+""" + cuda.TENSOR_MAP_HOST + r"""
+// The map of a copy's input or output: fp16, bf16 or fp32, swizzled by 128 bytes or not, L2 promotion of 256 bytes.
 static CUtensorMap make_map(const torch::Tensor& t, int64_t box_m, int64_t box_n, bool swizzle128) {
   CUtensorMapDataType type;
   switch (t.scalar_type()) {
@@ -251,17 +236,8 @@ static CUtensorMap make_map(const torch::Tensor& t, int64_t box_m, int64_t box_n
     case torch::kFloat: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32; break;
     default: TORCH_CHECK(false, "tma_cuda: fp16, bf16 or fp32 only");
   }
-  CUtensorMap map;
-  cuuint64_t dims[2] = {(cuuint64_t)t.size(1), (cuuint64_t)t.size(0)};
-  cuuint64_t strides[1] = {(cuuint64_t)(t.stride(0) * t.element_size())};
-  cuuint32_t box[2] = {(cuuint32_t)box_n, (cuuint32_t)box_m};
-  cuuint32_t element_strides[2] = {1, 1};
-  CUresult r = encode_tiled()(&map, type, 2, t.data_ptr(), dims, strides, box, element_strides,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
-                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  TORCH_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled refused the map (CUresult ", (int)r, ")");
-  return map;
+  return course_map_2d(t, box_m, box_n, type, swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 static void allow_smem(const void* kernel, int64_t bytes) {
