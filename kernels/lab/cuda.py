@@ -5,8 +5,9 @@ A lesson's CUDA comes in two parts: ``kernels``, plain CUDA (``<cuda.h>`` and in
 ``compile_sm90a`` turns into PTX and a cubin anywhere; and ``launchers``, the host code that builds tensor
 maps and launches the kernels on torch tensors, which only ``build`` compiles (with the kernels), on a GPU.
 
-What lesson 06's extensions share is written once here and pasted into their sources: ``TENSOR_MAP_HOST``
-(finding and calling the driver's tensor-map encoder) into ``launchers``."""
+What lesson 06's extensions share is written once here and pasted into their sources: ``TMA_DEVICE`` (device
+helpers, one PTX instruction each) into ``kernels``, ``TENSOR_MAP_HOST`` (finding and calling the driver's
+tensor-map encoder) into ``launchers``."""
 import hashlib
 import os
 import re
@@ -26,6 +27,48 @@ CACHE = Path(os.environ.get("COURSE_CUDA_CACHE", Path(tempfile.gettempdir()) / "
 
 
 # ---- the CUDA lesson 06's extensions share (kernels/ops/tma_cuda.py, banks_cuda.py, cluster_cuda.py) -------
+
+# Device helpers, one PTX instruction each (NVIDIA, Parallel Thread Execution ISA, the sections named): plain CUDA
+# for a module's ``kernels``, pasted after ``#include <cstdint>``, inside the module's namespace if it has one.
+# Only helpers that compile to the same PTX in every kernel that calls them (the lessons read that PTX). The TMA
+# load stays in each module: tma_cuda hands the tensor map to the asm as an integer, cluster_cuda as a pointer,
+# and nvcc emits different PTX around the two. So do the bounded waits, which differ (a %globaltimer budget in
+# tma_cuda, clock64 budgets in banks_cuda and cluster_cuda).
+TMA_DEVICE = r"""
+// ---- shared by lesson 06's kernels (kernels/lab/cuda.py, TMA_DEVICE) ----------------------------------
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));  // PTX wants shared-window addresses
+}
+
+// PTX ISA, mbarrier.init: the barrier waits for `count` arrivals per phase; phase 0 is open now.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+
+// PTX ISA, membar/fence (fence.mbarrier_init): orders the inits above before any later use of the
+// barriers, the TMA unit's byte reports included (they come through the async proxy, not this thread).
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// PTX ISA, mbarrier.arrive (.expect_tx): this thread's one arrival, and "`bytes` more are coming".
+// The phase completes when every arrival is in AND the pending byte count is back to zero: the count
+// must be exactly what the copies deliver (a whole box, even where TMA fills out-of-bounds with zeros).
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+
+// PTX ISA, mbarrier.test_wait/try_wait (.parity): true once the phase of parity `phase` has completed.
+// try_wait may suspend the thread for a while in hardware before answering false.
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t phase) {
+  uint32_t done;
+  asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+               "selp.u32 %0, 1, 0, p;\n\t}"
+               : "=r"(done) : "r"(bar), "r"(phase) : "memory");
+  return done;
+}
+// ---- (end of TMA_DEVICE)
+"""
 
 # Host C++ for a module's ``launchers``: the driver's tensor-map encoder found through the runtime (CUDA Runtime
 # API, cudaGetDriverEntryPointByVersion), and a 2D map over a row-major torch tensor encoded with it (CUDA Driver
