@@ -3,7 +3,11 @@ any machine with the CUDA toolkit, built and launched through torch's ``cpp_exte
 
 A lesson's CUDA comes in two parts: ``kernels``, plain CUDA (``<cuda.h>`` and inline PTX, no torch), which
 ``compile_sm90a`` turns into PTX and a cubin anywhere; and ``launchers``, the host code that builds tensor
-maps and launches the kernels on torch tensors, which only ``build`` compiles (with the kernels), on a GPU."""
+maps and launches the kernels on torch tensors, which only ``build`` compiles (with the kernels), on a GPU.
+
+What lesson 06's extensions share is written once here and pasted into their sources: ``TMA_DEVICE`` (device
+helpers, one PTX instruction each) into ``kernels``, ``TENSOR_MAP_HOST`` (finding and calling the driver's
+tensor-map encoder) into ``launchers``."""
 import hashlib
 import os
 import re
@@ -20,6 +24,92 @@ from .mode import LIVE
 
 ARCH = "sm_90a"  # wgmma, setmaxnreg and TMA multicast need the "a" (architecture-specific) target
 CACHE = Path(os.environ.get("COURSE_CUDA_CACHE", Path(tempfile.gettempdir()) / "course-cuda"))
+
+
+# ---- the CUDA lesson 06's extensions share (kernels/ops/tma_cuda.py, banks_cuda.py, cluster_cuda.py) -------
+
+# Device helpers, one PTX instruction each (NVIDIA, Parallel Thread Execution ISA, the sections named): plain CUDA
+# for a module's ``kernels``, pasted after ``#include <cstdint>``, inside the module's namespace if it has one.
+# Only helpers that compile to the same PTX in every kernel that calls them (the lessons read that PTX). The TMA
+# load stays in each module: tma_cuda hands the tensor map to the asm as an integer, cluster_cuda as a pointer,
+# and nvcc emits different PTX around the two. So do the bounded waits, which differ (a %globaltimer budget in
+# tma_cuda, clock64 budgets in banks_cuda and cluster_cuda).
+TMA_DEVICE = r"""
+// ---- shared by lesson 06's kernels (kernels/lab/cuda.py, TMA_DEVICE) ----------------------------------
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));  // PTX wants shared-window addresses
+}
+
+// PTX ISA, mbarrier.init: the barrier waits for `count` arrivals per phase; phase 0 is open now.
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+
+// PTX ISA, membar/fence (fence.mbarrier_init): orders the inits above before any later use of the
+// barriers, the TMA unit's byte reports included (they come through the async proxy, not this thread).
+__device__ __forceinline__ void fence_mbarrier_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// PTX ISA, mbarrier.arrive (.expect_tx): this thread's one arrival, and "`bytes` more are coming".
+// The phase completes when every arrival is in AND the pending byte count is back to zero: the count
+// must be exactly what the copies deliver (a whole box, even where TMA fills out-of-bounds with zeros).
+__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
+}
+
+// PTX ISA, mbarrier.test_wait/try_wait (.parity): true once the phase of parity `phase` has completed.
+// try_wait may suspend the thread for a while in hardware before answering false.
+__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t phase) {
+  uint32_t done;
+  asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+               "selp.u32 %0, 1, 0, p;\n\t}"
+               : "=r"(done) : "r"(bar), "r"(phase) : "memory");
+  return done;
+}
+// ---- (end of TMA_DEVICE)
+"""
+
+# Host C++ for a module's ``launchers``: the driver's tensor-map encoder found through the runtime (CUDA Runtime
+# API, cudaGetDriverEntryPointByVersion), and a 2D map over a row-major torch tensor encoded with it (CUDA Driver
+# API, cuTensorMapEncodeTiled). ``static``: each extension is one translation unit.
+TENSOR_MAP_HOST = r"""
+// ---- shared by lesson 06's extensions (kernels/lab/cuda.py, TENSOR_MAP_HOST) -----------------------------
+#include <torch/extension.h>
+#include <cudaTypedefs.h>   // PFN_cuTensorMapEncodeTiled_v12000
+
+// The driver's encoder, reached through the runtime: no -lcuda at link time. Looked up once.
+static PFN_cuTensorMapEncodeTiled_v12000 course_encode_tiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found;
+    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
+    TORCH_CHECK(e == cudaSuccess && found == cudaDriverEntryPointSuccess && p,
+                "cuTensorMapEncodeTiled is not in this driver (CUDA 12.0 or newer needed; ", cudaGetErrorString(e),
+                ", query result ", (int)found, ")");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A 2D map of t (rows x cols, row stride in bytes), read and written box_rows x box_cols at a time. Dimensions
+// go innermost first; the strides name dimensions 1.. only, in bytes. Out-of-bounds elements of a box load as
+// zeros and are dropped on store.
+static CUtensorMap course_map_2d(const torch::Tensor& t, int64_t box_rows, int64_t box_cols, CUtensorMapDataType type,
+                                 CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2_promotion) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {(cuuint64_t)t.size(1), (cuuint64_t)t.size(0)};
+  const cuuint64_t strides[1] = {(cuuint64_t)(t.stride(0) * t.element_size())};
+  const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = course_encode_tiled()(&map, type, 2, t.data_ptr(), dims, strides, box, element_strides,
+                                           CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, l2_promotion,
+                                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  TORCH_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled refused the map (CUresult ", (int)r, ")");
+  return map;
+}
+// ---- (end of TENSOR_MAP_HOST)
+"""
 
 
 def nvcc():

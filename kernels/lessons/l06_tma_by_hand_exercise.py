@@ -34,7 +34,7 @@ KERNEL = "ring2"
 # the helpers of tma_cuda.KERNELS (everything before its ring), closed: what the learner's kernel calls
 _CUT = tma_cuda.KERNELS.index("// The ring:")
 HELPERS = tma_cuda.KERNELS[:_CUT] + "}  // namespace tma\n"
-# tma_cuda's host code up to its own launchers: encode_tiled, make_map, allow_smem
+# tma_cuda's host code up to its own launchers: the shared encoder (cuda.TENSOR_MAP_HOST), make_map, allow_smem
 _HOST = tma_cuda.LAUNCHERS[:tma_cuda.LAUNCHERS.index("void copy_tile(")]
 _LAUNCH = r"""
 void run_ring2(torch::Tensor x, torch::Tensor y, int64_t grid, int64_t budget_ns, int64_t smem_bytes,

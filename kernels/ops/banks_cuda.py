@@ -38,19 +38,16 @@ constexpr int kThreads = 256;                   // 8 warps read the same tile, e
 constexpr int kLayoutBytes = 8192;
 constexpr long long kPatience = 2000000000LL;   // SM cycles (about a second): a wait that gives up, not a hang
 
-__device__ __forceinline__ uint32_t smem(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
+""" + cuda.TMA_DEVICE + r"""
 // The 128-byte swizzle as TMA applies it to shared-memory addresses: the 16-byte chunk (bits 4-6) XORed
 // with the 128-byte line (bits 7-9) - kernels/lab/swizzle.py's `swizzled`, for a 1024-byte aligned base.
 __device__ __forceinline__ uint32_t swizzle128(uint32_t off) { return off ^ (((off >> 7) & 7) << 4); }
 
 // One thread arms the barrier and starts the TMA load of the box at (x0, y0); every thread then waits for
 // the bytes, giving up after kPatience cycles (false) instead of hanging the GPU.
-__device__ __forceinline__ bool tma_load_2d(const CUtensorMap* map, void* dst, uint64_t* bar, int x0, int y0,
-                                            uint32_t bytes) {
-  const uint32_t b = smem(bar);
+__device__ __forceinline__ bool load_box(const CUtensorMap* map, void* dst, uint64_t* bar, int x0, int y0,
+                                         uint32_t bytes) {
+  const uint32_t b = smem_u32(bar);
   if (threadIdx.x == 0) {
     // PTX ISA, mbarrier.init: phase 0 completes after one arrival (the expect_tx below) and the bytes
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(b));
@@ -65,7 +62,7 @@ __device__ __forceinline__ bool tma_load_2d(const CUtensorMap* map, void* dst, u
     // says; the TMA unit counts the bytes it writes against the barrier (complete_tx)
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-        :: "r"(smem(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(x0), "r"(y0), "r"(b) : "memory");
+        :: "r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(x0), "r"(y0), "r"(b) : "memory");
   }
   const long long start = clock64();
   uint32_t done = 0;
@@ -81,11 +78,11 @@ __device__ __forceinline__ bool tma_load_2d(const CUtensorMap* map, void* dst, u
 // status: 1 = the TMA bytes never arrived, 2 = the buffer is not 1024-byte aligned (the swizzle would shift)
 __device__ __forceinline__ bool ready(const CUtensorMap* map, void* dst, uint64_t* bar, int y0, uint32_t bytes,
                                       int* status) {
-  if (smem(dst) & 1023) {
+  if (smem_u32(dst) & 1023) {
     if (threadIdx.x == 0) atomicExch(status, 2);
     return false;
   }
-  if (!tma_load_2d(map, dst, bar, 0, y0, bytes)) {
+  if (!load_box(map, dst, bar, 0, y0, bytes)) {
     if (threadIdx.x == 0) atomicExch(status, 1);
     return false;
   }
@@ -102,7 +99,7 @@ __global__ void __launch_bounds__(kThreads) column_read(const __grid_constant__ 
   __shared__ __align__(8) uint64_t bar;
   if (!ready(&map, tile, &bar, blockIdx.x * kRows, kTileBytes, status)) return;
   const uint32_t lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const uint32_t base = smem(tile);
+  const uint32_t base = smem_u32(tile);
   uint32_t acc = 0;
 #pragma unroll 4
   for (int it = 0; it < iters; ++it) {
@@ -147,35 +144,12 @@ LAUNCHERS = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAException.h>
-#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled_v12000
-
+""" + cuda.TENSOR_MAP_HOST + r"""
 namespace {
 
-// cuTensorMapEncodeTiled is a driver function: the runtime hands out its address, so no -lcuda is needed.
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
-    TORCH_CHECK(e == cudaSuccess && found == cudaDriverEntryPointSuccess && p,
-                "cuTensorMapEncodeTiled is not in this driver (it needs CUDA 12.0 or newer)");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-// A tensor map over a row-major 2D tensor of 16-bit elements: box_rows x box_cols, with `swizzle`.
+// A map over a row-major 2D tensor of 16-bit elements (moved as raw bits), box_rows x box_cols, no L2 promotion.
 CUtensorMap map_2d(const torch::Tensor& x, int64_t box_rows, int64_t box_cols, CUtensorMapSwizzle swizzle) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {(cuuint64_t)x.size(1), (cuuint64_t)x.size(0)};       // innermost first
-  const cuuint64_t strides[1] = {(cuuint64_t)(x.stride(0) * x.element_size())};    // bytes, dims 1.. only
-  const cuuint32_t box[2] = {(cuuint32_t)box_cols, (cuuint32_t)box_rows};
-  const cuuint32_t steps[2] = {1, 1};
-  CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 2, x.data_ptr(), dims, strides, box, steps,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  TORCH_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled refused the map (CUresult ", (int)r, ")");
-  return map;
+  return course_map_2d(x, box_rows, box_cols, CU_TENSOR_MAP_DATA_TYPE_UINT16, swizzle, CU_TENSOR_MAP_L2_PROMOTION_NONE);
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ KERNELS = r"""
 #include <cstdint>
 #include <cuda.h>   // CUtensorMap
 #include <cuda_fp16.h>
-
+""" + cuda.TMA_DEVICE + r"""
 // ---- cluster identity and the cluster-wide barrier -------------------------------------------------
 // PTX ISA, "Special registers": %cluster_ctarank is this block's rank in its cluster, %cluster_nctarank
 // the cluster's size in blocks.
@@ -54,9 +54,6 @@ __device__ __forceinline__ uint32_t cluster_size() {
 // to every block after it. .aligned: all threads of a warp execute it together.
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 // PTX ISA, "mapa": the address of the same shared-memory variable in block `rank` of this cluster, in the
 // .shared::cluster window (a 32-bit address that ld/st/mbarrier accept with .shared::cluster).
@@ -76,7 +73,7 @@ dsmem_ring(const float *__restrict__ in, float *__restrict__ out, uint32_t *__re
   const int i = blockIdx.x * n + threadIdx.x;
   // Every block of the cluster must be running before another writes into its shared memory.
   cluster_sync();
-  const uint32_t there = map_to_rank(smem_addr(&buf[threadIdx.x]), (rank + 1) % size);
+  const uint32_t there = map_to_rank(smem_u32(&buf[threadIdx.x]), (rank + 1) % size);
   // PTX ISA, "st": the .shared::cluster state space reaches any block of the cluster (here: the next).
   asm volatile("st.shared::cluster.f32 [%0], %1;" :: "r"(there), "f"(in[i]) : "memory");
   // The neighbour's writes into buf are visible after this, and no block leaves (freeing its shared
@@ -86,14 +83,7 @@ dsmem_ring(const float *__restrict__ in, float *__restrict__ out, uint32_t *__re
   if (threadIdx.x == 0) ranks[blockIdx.x] = rank;
 }
 
-// ---- mbarrier helpers (PTX ISA, "mbarrier") ----------------------------------------------------------
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
-}
-// One arrival plus `bytes` of transaction still to land: the phase completes when both are done.
-__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
+// ---- mbarrier helpers beyond TMA_DEVICE's (PTX ISA, "mbarrier") ---------------------------------------
 // An arrival on a barrier of any block of the cluster (`bar` from mapa). The form CUTLASS's
 // ClusterBarrier::arrive(cta_id) uses: default semantics (release at CTA scope); the reads of the slot
 // are finished (in registers) before __syncthreads, so the owner's next TMA write cannot overtake them.
@@ -105,27 +95,23 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar) {
 // After one timeout the thread's budget drops to zero: its later waits give up at once (seconds, not
 // one second per tile).
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity, long long &max_cycles, int *timeouts) {
-  uint32_t done = 0;
   long long start = 0;
-  while (true) {
-    asm volatile("{\n\t.reg .pred p;\n\t"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-                 "selp.u32 %0, 1, 0, p;\n\t}" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-    if (done) return;
+  while (!mbar_try_wait(bar, parity)) {
     if (start == 0) start = clock64();
     else if (clock64() - start > max_cycles) { atomicAdd(timeouts, 1); max_cycles = 0; return; }
   }
 }
 
 // ---- TMA loads (PTX ISA, "cp.async.bulk.tensor") -----------------------------------------------------
-// One box of the tensor map at (x, y) into this block's shared memory; the bytes complete on `bar`.
+// One box of the tensor map at (x, y) into this block's shared memory; the bytes complete on `bar`. The map
+// goes in as a pointer, not cast to an integer as in tma_cuda's tma_load_2d: with the cast nvcc places the
+// parameter's address conversion elsewhere in this kernel's PTX.
 __device__ __forceinline__ void tma_load(const CUtensorMap *map, uint32_t dst, uint32_t bar, int x, int y) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
                " [%0], [%1, {%3, %4}], [%2];"
                :: "r"(dst), "l"(map), "r"(bar), "r"(x), "r"(y) : "memory");
 }
 // The same box delivered to every block whose bit is set in `mask`, at the same shared-memory offset
-// `dst` in each, completing on the barrier at offset `bar` in each. Read from L2 once.
 __device__ __forceinline__ void tma_load_multicast(const CUtensorMap *map, uint32_t dst, uint32_t bar, int x,
                                                    int y, uint16_t mask) {
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
@@ -156,12 +142,12 @@ tile_sums(const __grid_constant__ CUtensorMap map, float *__restrict__ out, int 
 
   if (tid == 0) {
     for (int s = 0; s < stages; ++s) {
-      mbar_init(smem_addr(&full[s]), 1);                   // this block's own expect_tx
-      mbar_init(smem_addr(&empty[s]), multicast ? size : 1);  // one release per reader of the slot
+      mbar_init(smem_u32(&full[s]), 1);                    // this block's own expect_tx
+      mbar_init(smem_u32(&empty[s]), multicast ? size : 1);  // one release per reader of the slot
     }
     // PTX ISA, "fence.mbarrier_init": the initialised barriers are visible cluster-wide before any
     // other block (or a multicast) touches them; the cluster barrier below carries it.
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    fence_mbarrier_init();
   }
   cluster_sync();
 
@@ -172,14 +158,14 @@ tile_sums(const __grid_constant__ CUtensorMap map, float *__restrict__ out, int 
   auto issue = [&](int j) {
     const int s = j % stages;
     int x, y; tile_xy(j, x, y);
-    const uint32_t dst = smem_addr(smem + s * tile_bytes), bar = smem_addr(&full[s]);
+    const uint32_t dst = smem_u32(smem + s * tile_bytes), bar = smem_u32(&full[s]);
     if (multicast) tma_load_multicast(&map, dst, bar, x, y, mask);
     else tma_load(&map, dst, bar, x, y);
   };
   // Fill the ring: every block expects its tiles' bytes on its own full barriers; the issuer loads.
   if (tid == 0) {
     for (int j = 0; j < stages && j < tiles; ++j) {
-      mbar_expect(smem_addr(&full[j]), tile_bytes);
+      mbar_arrive_expect_tx(smem_u32(&full[j]), tile_bytes);
       if (issuer) issue(j);
     }
   }
@@ -190,7 +176,7 @@ tile_sums(const __grid_constant__ CUtensorMap map, float *__restrict__ out, int 
   for (int j = 0; j < tiles; ++j) {
     const int s = j % stages;
     const uint32_t parity = (j / stages) & 1;             // flips each time the ring wraps
-    mbar_wait(smem_addr(&full[s]), parity, max_cycles, timeouts);
+    mbar_wait(smem_u32(&full[s]), parity, max_cycles, timeouts);
     const __half2 *tile = reinterpret_cast<const __half2 *>(smem + s * tile_bytes);
     for (int r = r0; r < rows; r += 8) {
       const uint2 v = *reinterpret_cast<const uint2 *>(tile + (r * 64 + c4) / 2);
@@ -200,14 +186,14 @@ tile_sums(const __grid_constant__ CUtensorMap map, float *__restrict__ out, int 
     }
     __syncthreads();                                       // every thread of this block is done with slot s
     if (tid == 0) {
-      mbar_arrive_cluster(map_to_rank(smem_addr(&empty[s]), owner));
+      mbar_arrive_cluster(map_to_rank(smem_u32(&empty[s]), owner));
       const int next = j + stages;
       if (next < tiles) {
-        mbar_expect(smem_addr(&full[s]), tile_bytes);      // this block's next phase of slot s
+        mbar_arrive_expect_tx(smem_u32(&full[s]), tile_bytes);  // this block's next phase of slot s
         if (issuer) {
           // The slot may be refilled once every block that reads it has released it: in multicast
           // mode that is the whole cluster, since the refill lands in all of their shared memories.
-          mbar_wait(smem_addr(&empty[s]), parity, max_cycles, timeouts);
+          mbar_wait(smem_u32(&empty[s]), parity, max_cycles, timeouts);
           issue(next);
         }
       }
@@ -232,22 +218,10 @@ LAUNCHERS = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAStream.h>   // the stream torch is using
 #include <cuda_runtime.h>
-#include <cudaTypedefs.h>   // PFN_cuTensorMapEncodeTiled
+""" + cuda.TENSOR_MAP_HOST + r"""
 
 #define CHECK_CUDA(call) do { cudaError_t e_ = (call); \
   TORCH_CHECK(e_ == cudaSuccess, #call " failed: ", cudaGetErrorString(e_)); } while (0)
-
-// The driver's tensor-map encoder, reached through the runtime: no -lcuda at link time.
-static PFN_cuTensorMapEncodeTiled_v12000 encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  if (!fn) {
-    cudaDriverEntryPointQueryResult status;
-    CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", reinterpret_cast<void **>(&fn), 12000,
-                                                cudaEnableDefault, &status));
-    TORCH_CHECK(status == cudaDriverEntryPointSuccess && fn, "cuTensorMapEncodeTiled not found in the driver");
-  }
-  return fn;
-}
 
 void dsmem_ring_launch(torch::Tensor x, torch::Tensor out, torch::Tensor ranks) {
   const int blocks = x.size(0), n = x.size(1);
@@ -259,14 +233,8 @@ void dsmem_ring_launch(torch::Tensor x, torch::Tensor out, torch::Tensor ranks) 
 // x: (M, N) fp16, rows x 64 boxes, no swizzle (a 128-byte inner row is the widest box without one).
 void tile_sums_launch(torch::Tensor x, torch::Tensor out, torch::Tensor timeouts, int64_t rows, int64_t tiles,
                       int64_t per_cluster, int64_t cluster, int64_t stages, bool multicast, int64_t max_cycles) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(x.size(1)), static_cast<cuuint64_t>(x.size(0))};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(x.stride(0) * 2)};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(rows)}, one[2] = {1, 1};
-  CUresult r = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, x.data_ptr(), dims, strides, box, one,
-                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
-                         CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  TORCH_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed with CUresult ", int(r));
+  const CUtensorMap map = course_map_2d(x, rows, 64, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, CU_TENSOR_MAP_SWIZZLE_NONE,
+                                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 
   const int smem = stages * (rows * 64 * 2) + 2 * stages * 8;
   CHECK_CUDA(cudaFuncSetAttribute(tile_sums, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));

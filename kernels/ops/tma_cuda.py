@@ -14,7 +14,8 @@
 Each inline-PTX helper names the PTX ISA section its instruction comes from (NVIDIA, Parallel Thread
 Execution ISA, "Parallel Synchronization and Communication Instructions" and "Data Movement and Conversion
 Instructions"). The tensor map's rules are ``kernels.lab.tma_rules``; the host encoding follows the CUDA
-Driver API, ``cuTensorMapEncodeTiled``.
+Driver API, ``cuTensorMapEncodeTiled``. The barrier helpers and the encoding are shared with lesson 06's other
+extensions (``kernels.lab.cuda``: ``TMA_DEVICE``, ``TENSOR_MAP_HOST``).
 """
 from dataclasses import dataclass
 
@@ -31,16 +32,12 @@ KERNELS = r"""
 #include <cstdint>
 
 namespace tma {
-
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));  // PTX wants shared-window addresses
-}
-
-// Dynamic shared memory: up to 8 barriers (8 bytes each) first, then the slots, aligned for the 128-byte
-// swizzle, whose pattern repeats every 1024 bytes (the unswizzled case needs 128). The host allocates
-// 64 + 1023 bytes of slack for this (_ALIGN in the Python module).
-__device__ __forceinline__ uint32_t slots_base(const void* dynamic_smem) {
-  return (smem_u32(dynamic_smem) + 64u + 1023u) & ~1023u;
+""" + cuda.TMA_DEVICE + r"""
+// PTX ISA, cp.async.bulk.tensor (global -> shared): the box at (x, y) = (column, row) of the map; the TMA
+// unit reports every byte that lands to the barrier (complete_tx::bytes). Nothing passes through registers.
+__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar) : "memory");
 }
 
 // PTX ISA, elect.sync: the hardware picks one lane of the warp. A TMA copy is one instruction per
@@ -49,41 +46,6 @@ __device__ __forceinline__ bool elect_one() {
   uint32_t leader;
   asm volatile("{\n\t.reg .pred p;\n\telect.sync _|p, 0xffffffff;\n\tselp.u32 %0, 1, 0, p;\n\t}" : "=r"(leader));
   return leader;
-}
-
-// PTX ISA, mbarrier.init: the barrier waits for `count` arrivals per phase; phase 0 is open now.
-__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
-}
-
-// PTX ISA, membar/fence (fence.mbarrier_init): orders the inits above before any later use of the
-// barriers, the TMA unit's byte reports included (they come through the async proxy, not this thread).
-__device__ __forceinline__ void fence_mbarrier_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-
-// PTX ISA, mbarrier.arrive (.expect_tx): this thread's one arrival, and "`bytes` more are coming".
-// The phase completes when every arrival is in AND the pending byte count is back to zero: the count
-// must be exactly what the copies deliver (a whole box, even where TMA fills out-of-bounds with zeros).
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(bar), "r"(bytes) : "memory");
-}
-
-// PTX ISA, cp.async.bulk.tensor (global -> shared): the box at (x, y) = (column, row) of the map; the TMA
-// unit reports every byte that lands to the barrier (complete_tx::bytes). Nothing passes through registers.
-__device__ __forceinline__ void tma_load_2d(uint32_t dst, const CUtensorMap* map, int x, int y, uint32_t bar) {
-  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-               :: "r"(dst), "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(bar) : "memory");
-}
-
-// PTX ISA, mbarrier.test_wait/try_wait (.parity): true once the phase of parity `phase` has completed.
-// try_wait may suspend the thread for a while in hardware before answering false.
-__device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t phase) {
-  uint32_t done;
-  asm volatile("{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-               "selp.u32 %0, 1, 0, p;\n\t}"
-               : "=r"(done) : "r"(bar), "r"(phase) : "memory");
-  return done;
 }
 
 // PTX ISA, Special Registers (%globaltimer): nanoseconds, the same clock for every SM.
@@ -125,6 +87,13 @@ __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.comm
 template <int N>
 __device__ __forceinline__ void bulk_wait_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" :: "n"(N) : "memory");
+}
+
+// Dynamic shared memory: up to 8 barriers (8 bytes each) first, then the slots, aligned for the 128-byte
+// swizzle, whose pattern repeats every 1024 bytes (the unswizzled case needs 128). The host allocates
+// 64 + 1023 bytes of slack for this (_ALIGN in the Python module).
+__device__ __forceinline__ uint32_t slots_base(const void* dynamic_smem) {
+  return (smem_u32(dynamic_smem) + 64u + 1023u) & ~1023u;
 }
 
 // The ring: STAGES slots of one tile each, one "full" barrier per slot. No "empty" barrier: the only
@@ -225,24 +194,8 @@ LAUNCHERS = r"""
 #include <torch/extension.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>   // (not ATen/cuda/CUDAContext.h, which pulls in cuSPARSE and cuBLAS headers)
-#include <cudaTypedefs.h>   // PFN_cuTensorMapEncodeTiled
-
-// The driver's encoder, reached through the runtime: no -lcuda at link time.
-static PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  if (!fn) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found;
-    cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &found);
-    TORCH_CHECK(e == cudaSuccess && found == cudaDriverEntryPointSuccess && p,
-                "cuTensorMapEncodeTiled is not in this driver (CUDA 12.0 or newer needed)");
-    fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }
-  return fn;
-}
-
-// A 2D map of t (rows x cols, row stride in bytes), read and written box_m x box_n at a time. Dimensions
-// go innermost first. Out-of-bounds elements of a box load as zeros and are dropped on store.
+""" + cuda.TENSOR_MAP_HOST + r"""
+// The map of a copy's input or output: fp16, bf16 or fp32, swizzled by 128 bytes or not, L2 promotion of 256 bytes.
 static CUtensorMap make_map(const torch::Tensor& t, int64_t box_m, int64_t box_n, bool swizzle128) {
   CUtensorMapDataType type;
   switch (t.scalar_type()) {
@@ -251,17 +204,8 @@ static CUtensorMap make_map(const torch::Tensor& t, int64_t box_m, int64_t box_n
     case torch::kFloat: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT32; break;
     default: TORCH_CHECK(false, "tma_cuda: fp16, bf16 or fp32 only");
   }
-  CUtensorMap map;
-  cuuint64_t dims[2] = {(cuuint64_t)t.size(1), (cuuint64_t)t.size(0)};
-  cuuint64_t strides[1] = {(cuuint64_t)(t.stride(0) * t.element_size())};
-  cuuint32_t box[2] = {(cuuint32_t)box_n, (cuuint32_t)box_m};
-  cuuint32_t element_strides[2] = {1, 1};
-  CUresult r = encode_tiled()(&map, type, 2, t.data_ptr(), dims, strides, box, element_strides,
-                              CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
-                              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  TORCH_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled refused the map (CUresult ", (int)r, ")");
-  return map;
+  return course_map_2d(t, box_m, box_n, type, swizzle128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_NONE,
+                       CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 static void allow_smem(const void* kernel, int64_t bytes) {
