@@ -13,7 +13,7 @@ _BITS = {"b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16, 
 
 # the families a lesson talks about, in the order they are shown
 PTX_FAMILIES = ["ld.global", "st.global", "cp.async", "cp.async.bulk.tensor", "mbarrier", "wgmma", "mma.sync"]
-SASS_FAMILIES = ["LDG", "STG", "LDGSTS", "UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "HMMA"]
+SASS_FAMILIES = ["LDG", "STG", "LDGSTS", "UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "QGMMA", "HMMA"]  # QGMMA: wgmma on FP8
 
 
 def ptx_ops(ptx):

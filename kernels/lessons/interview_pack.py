@@ -38,7 +38,7 @@ TOPICS = {
 }
 LEVELS = {1: "warm-up", 2: "core", 3: "hard"}
 LESSON_TOPIC = {"00": "memory", "01": "loads", "02": "cp.async", "03": "tma", "04": "pipelining", "05": "tilelang",
-                "06": "tma-by-hand", "07": "waves"}
+                "06": "tma-by-hand", "07": "waves", "08": "fp8"}
 
 # (lesson, words of the question or claim) -> topic, where the item is about an added topic
 TOPIC_OVERRIDES = {

@@ -23,6 +23,7 @@ TILES = [(128, 256, 64, 8), (128, 128, 64, 4), (128, 128, 64, 8), (64, 256, 64, 
 STAGES = (3, 4, 5)
 WAVES_SHAPE = (3072, 3072, 3072)
 LAUNCH_SHAPES = [(1024, 1024, 1024), (2048, 2048, 2048)]
+CANDIDATES = 3  # the screen's fastest configurations timed again, side by side, per point (measure_best)
 LESSON04 = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3)  # lesson 04's persistent default
 
 
@@ -112,27 +113,52 @@ def winners(records):
 
 
 def search():
-    """The search run: measured now on a GPU (once per session), else the recorded one."""
+    """The search run. Screening the whole space at 24 points takes minutes and a few hundred compiles, so a
+    lesson reads the recorded screen, labelled with its device and date, wherever one is recorded; redo it on
+    your GPU with ``python -m kernels.tools.record 07:search``. Where none is recorded, a GPU measures it now."""
+    store = recorded_results.recorded()
+    found = store.select(LESSON, "search")
+    if found:
+        return measure.Run(found, measure.recorded_label(store))
     return measure.run(LESSON, "search", measure_search)
 
 
+def candidates(records, shape, dtype, top=CANDIDATES):
+    """The ``top`` fastest configurations of the screen at one point, fastest first: [(name, config)]."""
+    rs = sorted((r for r in records if r["name"] != "cublas_gemm" and tuple(r["shape"]) == tuple(shape)
+                 and r["dtype"] == dtype), key=lambda r: r["ms"])
+    return [(r["name"], r["config"]) for r in rs[:top]]
+
+
 def measure_best():
-    """Per shape and dtype, the search's winner (this session's search on a GPU) against cuBLAS and against
-    lesson 04's default, timed in turn three times (``measure.timed``): the figures the bars are read from."""
-    best = winners(search().records)
+    """Per shape and dtype, the screen's three fastest configurations (each through its plan), lesson 04's
+    default (called as lesson 04 calls it) and cuBLAS, timed in turn three times (``measure.timed``). The
+    fastest candidate is recorded as ``gemm_best`` (the others as ``gemm_candidate``): the figures the bars
+    are read from. A screen is one short timing per configuration, so its order among near-equals is noise;
+    timing the top three again, side by side, picks among them on a steadier figure. Picking the fastest of
+    three measured figures favours it slightly: a few tenths of a percent where they are near-equal."""
+    screen = search().records
     records = []
     for dtype in DTYPES:
         for shape in SHAPES:
             a, b, c = operands(shape, dtype)
-            w = best[(shape, dtype)]
-            cfg = dict(w["config"])
-            variants = [("cublas_gemm", {}, lambda: torch.matmul(a, b, out=c)),
-                        ("gemm_best", {"kernel": w["name"], **cfg}, planned(w["name"], cfg, a, b, c)),
-                        ("gemm_lesson04", LESSON04,
-                         lambda: gemm.matmul_tma_persistent(a, b, stages=3, out=c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64))]
-            recs = measure.timed(variants, c, torch.matmul(a, b), 1e-2, shape=shape, flops=bench.gemm_flops(*shape))
-            records += [{**r, "dtype": dtype} for r in recs]
+            variants = [("cublas_gemm", {}, lambda: torch.matmul(a, b, out=c))]
+            for name, cfg in candidates(screen, shape, dtype):
+                variants.append(("gemm_candidate", {"kernel": name, **cfg}, planned(name, cfg, a, b, c)))
+            variants.append(("gemm_lesson04", LESSON04,
+                             lambda: gemm.matmul_tma_persistent(a, b, stages=3, out=c, BLOCK_M=128, BLOCK_N=256,
+                                                                BLOCK_K=64)))
+            recs = [{**r, "dtype": dtype} for r in measure.timed(variants, c, torch.matmul(a, b), 1e-2, shape=shape,
+                                                                  flops=bench.gemm_flops(*shape))]
+            fastest = min((r for r in recs if r["name"] == "gemm_candidate"), key=lambda r: r["ms"])
+            fastest["name"] = "gemm_best"
+            records += recs
     return records
+
+
+def best_of(run):
+    """{(shape, dtype): the gemm_best record} of a best run."""
+    return {(tuple(r["shape"]), r["dtype"]): r for r in run if r["name"] == "gemm_best"}
 
 
 def measure_launch():
@@ -144,8 +170,9 @@ def measure_launch():
     records = []
     for shape in LAUNCH_SHAPES:
         a, b, c = operands(shape, "float16")
-        best = winners(search().records)[(shape, "float16")]
-        cfg = {"kernel": best["name"], **best["config"]}
+        name, config = candidates(search().records, shape, "float16", top=1)[0]
+        best = {"name": name, "config": config}
+        cfg = {"kernel": name, **config}
         variants = [("cublas_gemm", {}, lambda: torch.matmul(a, b, out=c)),
                     ("gemm_lesson04", LESSON04,
                      lambda: gemm.matmul_tma_persistent(a, b, stages=3, out=c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64)),

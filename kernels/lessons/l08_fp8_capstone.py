@@ -1,12 +1,17 @@
 """Lesson 08, the capstone: an FP8 (e4m3) GEMM on Hopper, TMA-fed, pipelined and persistent, with per-tensor
 scales, against cuBLASLt's FP8 GEMM (torch._scaled_mm) in the same run."""
+import dataclasses
 import functools
+import math
 
 import torch
+import triton
+import triton.language as tl
 
 from ..lab import bench, measure, results as recorded_results, smem
-from ..lab.widgets import REFUSALS
+from ..lab.widgets import REFUSALS, Widget
 from ..ops import gemm_fp8
+from ..ops.gemm import grouped_tile
 
 LESSON = "08"
 NEEDS = "hopper"  # e4m3 wgmma is sm_90: other GPUs have no FP8 tensor cores of this kind (or lower them)
@@ -108,3 +113,188 @@ def measure_best():
 
 
 RUNS = {"search": measure_search, "best": measure_best}
+
+
+# ---- views: what the lesson reads and shows -----------------------------------------------------------------
+
+@triton.jit
+def matmul_fp8_nmajor_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                             GROUP_M: tl.constexpr):
+    # the course's kernel with B stored (K, N), N-major, as the fp16 GEMMs of lessons 03-07 take it
+    scale = tl.load(scale_a_ptr) * tl.load(scale_b_ptr)
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
+        pid_m, pid_n = grouped_tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for ki in range(tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
+            b = b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a, b, acc)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], (acc * scale).to(c_desc.dtype))
+
+
+def search():
+    return measure.run(LESSON, "search", measure_search, NEEDS)
+
+
+def best():
+    return measure.run(LESSON, "best", measure_best, NEEDS)
+
+
+def formats():
+    """[(name, bits, largest finite, smallest normal, step above 1)] of the two FP8 formats, read from torch."""
+    rows = []
+    for name, dtype, bits in (("e4m3fn", torch.float8_e4m3fn, "S EEEE MMM, bias 7, no infinities"),
+                              ("e5m2", torch.float8_e5m2, "S EEEEE MM, bias 15, with infinities")):
+        f = torch.finfo(dtype)
+        rows.append((name, bits, f.max, f.tiny, f.eps))
+    return rows
+
+
+def errors(M, N, K, device):
+    """Relative errors of the course's FP8 kernel on fresh normal data: against the fp32 product of the same
+    e4m3 values (the kernel's own error) and against the fp32 product of the unquantized data (what FP8
+    costs), with the output poisoned first; and the error of quantizing A alone."""
+    from ..lab import check
+    a32, b32 = torch.randn(M, K, device=device), torch.randn(K, N, device=device)
+    a, sa = gemm_fp8.quantize(a32)
+    bt, sb = gemm_fp8.quantize(b32.t().contiguous())
+    out = check.poisoned(M, N, dtype=torch.float16, padded=False)
+    gemm_fp8.matmul_fp8(a, bt, sa, sb, out_dtype=torch.float16, BLOCK_M=64, BLOCK_N=64, BLOCK_K=128,
+                        stages=2, num_warps=4, programs=3, out=out)
+    rel = lambda x, ref: ((x.float() - ref).norm() / ref.norm()).item()
+    exact = a.float() @ bt.float().t() * (sa * sb)
+    return {"quantizing A": rel(a.float() * sa, a32), "kernel vs fp32 product of the e4m3 values": rel(out, exact),
+            "kernel vs fp32 product of the unquantized data": rel(out, a32 @ b32),
+            "unwritten": bool(check.unwritten(out).any())}
+
+
+def code_pair(stages=3):
+    """(course kernel, the same with B N-major) compiled for sm_90 at 128x256x128: what wgmma's K-major rule costs."""
+    kmajor = gemm_fp8.compile_sm90(stages=stages)
+    nmajor = gemm_fp8.compile_sm90(kernel=matmul_fp8_nmajor_kernel, b_kmajor=False, stages=stages)
+    kmajor.name, nmajor.name = "B^T (N, K), K-major", "B (K, N), N-major"
+    return kmajor, nmajor
+
+
+def shared_ops(compiled):
+    """{opcode: count} of the PTX's shared-memory loads and stores and byte shuffles (prmt)."""
+    from collections import Counter
+    from ..lab import isa
+    return dict(Counter(op for op, _ in isa.ptx_ops(compiled.ptx) if op.startswith(("ld.shared", "st.shared", "prmt"))))
+
+
+def versus_scaled_mm(records):
+    """[(shape, course record, scaled_mm fast record, scaled_mm precise record or None)] per shape, in SHAPES order."""
+    rows = []
+    for shape in SHAPES:
+        at = [r for r in records if tuple(r["shape"]) == shape]
+        get = lambda name: next((r for r in at if r["name"] == name), None)
+        if get("gemm_fp8") and get("scaled_mm"):
+            rows.append((shape, get("gemm_fp8"), get("scaled_mm"), get("scaled_mm_precise")))
+    return rows
+
+
+def bars(records):
+    """The issue's FP8 bars from the best run: (ratio at BAR_SHAPE, geometric mean over the shapes, shapes, verdict)."""
+    ratios = {shape: fast["ms"] / ours["ms"] for shape, ours, fast, _ in versus_scaled_mm(records)}
+    if not ratios:
+        return None
+    geo = math.exp(sum(math.log(r) for r in ratios.values()) / len(ratios))
+    at_bar = ratios.get(BAR_SHAPE)
+    held = at_bar is not None and at_bar >= 1.0 and geo >= 0.9 and len(ratios) == len(SHAPES)
+    return at_bar, geo, len(ratios), held
+
+
+def plot_versus(records, label):
+    """TFLOP/s per shape: the course's kernel, _scaled_mm with fast accumulation, and with precise accumulation."""
+    import matplotlib.pyplot as plt
+    rows = versus_scaled_mm(records)
+    fig, ax = plt.subplots(figsize=(7, 3))
+    x = range(len(rows))
+    for i, (what, pick) in enumerate((("course gemm_fp8", 1), ("_scaled_mm fast accum", 2),
+                                      ("_scaled_mm precise accum", 3))):
+        ax.bar([j + (i - 1) * 0.27 for j in x], [r[pick]["tflops"] if r[pick] else 0 for r in rows], 0.27,
+               label=what)
+    ax.set_xticks(list(x), ["x".join(map(str, r[0])) for r in rows], fontsize=7)
+    ax.set(ylabel="TFLOP/s (e4m3)", title=f"FP8 GEMM, {label}")
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    plt.show()
+
+
+def fp16_at_same_shapes(fp8_records):
+    """[(shape, fp8 TFLOP/s, fp16 TFLOP/s, fp16 cuBLAS TFLOP/s)] where lesson 07's recorded best run has the shape
+    in fp16, and the label of those records."""
+    store = recorded_results.recorded()
+    fp16 = [r for r in store.select("07", "best") if r["dtype"] == "float16"]
+    rows = []
+    for shape, ours, _, _ in versus_scaled_mm(fp8_records):
+        at = {r["name"]: r for r in fp16 if tuple(r["shape"]) == shape}
+        if "gemm_best" in at and "cublas_gemm" in at:
+            rows.append((shape, ours["tflops"], at["gemm_best"]["tflops"], at["cublas_gemm"]["tflops"]))
+    return rows, store.label
+
+
+# ---- the widget ----------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Fp8Query(measure.Query):
+    """A configuration of the course's FP8 kernel against torch._scaled_mm (fast accumulation) at one shape."""
+    against: str = "scaled_mm"
+    needs: str = NEEDS
+
+    @property
+    def base(self):
+        return "scaled_mm"
+
+    @property
+    def unit(self):
+        return "tflops"
+
+    def setup(self):
+        a, bt, sa, sb, c = operands(self.shape)
+        return measure.Live(lambda: self.launch(a, bt, sa, sb, c), lambda: gemm_fp8.scaled_mm(a, bt, sa, sb, out=c),
+                            bench.gemm_flops(*self.shape), out=c, ref=gemm_fp8.reference(a, bt, sa, sb), tol=2e-2)
+
+
+class Fp8Gemm(Widget):
+    """The e4m3 tile's shared-memory budget, its code, and the search's figure against _scaled_mm at one shape."""
+    lesson = LESSON
+    sliders = dict(BLOCK_N=[128, 256], stages=list(STAGES), persistent=[False, True],
+                   shape=["x".join(map(str, s)) for s in SHAPES])
+    defaults = dict(BLOCK_N=256, stages=3, persistent=True, shape="x".join(map(str, BAR_SHAPE)))
+    title, base_label = "e4m3 GEMM", "_scaled_mm"
+
+    def config(self, cfg):
+        return dict(BLOCK_M=128, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=128, num_warps=8, stages=cfg["stages"],
+                    persistent=cfg["persistent"])
+
+    def compile(self, cfg):  # the code does not depend on the shape: compiled once per tile and stage count
+        return gemm_fp8.compile_sm90(128, cfg["BLOCK_N"], 128, cfg["stages"], num_warps=8)
+
+    def budget(self, cfg, compiled):
+        return smem.Budget(cfg["stages"], smem.gemm_stage_bytes(128, cfg["BLOCK_N"], 128, 1),
+                           output_tile=128 * cfg["BLOCK_N"] * 2, compiled=compiled.shared)
+
+    def evidence(self, cfg, compiled):
+        c = compiled.counts()
+        return [f"one stage: A box 128x128 e4m3 = 16 KiB + B^T box {cfg['BLOCK_N']}x128 e4m3 = "
+                f"{cfg['BLOCK_N'] * 128 // 1024} KiB, rows of 128 bytes; the bf16 C tile = {cfg['BLOCK_N'] // 4} KiB",
+                f"code: {c['wgmma.mma_async']} wgmma.mma_async (e4m3), {c['cp.async.bulk.tensor load']} TMA loads, "
+                f"{c['QGMMA']} QGMMA in SASS ({compiled.origin})"]
+
+    def query(self, cfg):
+        tile = self.config(cfg)
+        shape = tuple(int(v) for v in cfg["shape"].split("x"))
+        return Fp8Query(LESSON, "search", "gemm_fp8", tile, shape,
+                        lambda a, bt, sa, sb, c: gemm_fp8.matmul_fp8(a, bt, sa, sb, out=c, **tile))
+
+    def label(self, cfg):
+        return (f"128x{cfg['BLOCK_N']}x128, {cfg['stages']} stages{', persistent' if cfg['persistent'] else ''}, "
+                f"{cfg['shape']}")
+
+
+fp8_gemm = Fp8Gemm()

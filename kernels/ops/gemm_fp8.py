@@ -128,3 +128,24 @@ def scaled_mm(a, bt, scale_a, scale_b, out_dtype=torch.bfloat16, fast_accum=FAST
     """cuBLASLt's FP8 GEMM through torch: B is passed as bt.t(), the column-major (K, N) view it wants."""
     return torch._scaled_mm(a, bt.t(), scale_a=scale_a, scale_b=scale_b, out_dtype=out_dtype,
                             use_fast_accum=fast_accum, out=out)
+
+
+def compile_sm90(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, stages=3, num_warps=8, GROUP_M=8, shape=(8192, 8192, 4096),
+                 kernel=matmul_fp8_kernel, b_kmajor=True, **meta):
+    """The sm_90 code of ``kernel`` (``matmul_fp8_kernel``'s arguments: the A, B and C tensor maps, the two
+    scales, M, N, K) for an M x N x K e4m3 GEMM at this tile, as a launch compiles it; nothing runs.
+    ``b_kmajor=False`` describes B as (K, N) instead of B^T (N, K), for a kernel that loads it that way."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    from ..lab import aot
+    from ..lab.mode import DEVICE
+    M, N, K = shape
+    a = torch.empty(M, K, device=DEVICE, dtype=FP8)
+    b = torch.empty((N, K) if b_kmajor else (K, N), device=DEVICE, dtype=FP8)
+    c = torch.empty(M, N, device=DEVICE, dtype=torch.bfloat16)
+    scales = [torch.ones((), device=DEVICE) for _ in range(2)]
+    descs = (TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]),
+             TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K] if b_kmajor else [BLOCK_K, BLOCK_N]),
+             TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N]))
+    meta = dict(dict(WARP_SPECIALIZE=False), **meta) if kernel is matmul_fp8_kernel else meta
+    return aot.compile_sm90(kernel, *descs, *scales, M, N, K, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
+                            GROUP_M=GROUP_M, num_stages=stages, num_warps=num_warps, **meta)
