@@ -23,12 +23,15 @@ def _shape():
 
 
 def _operands(M, N, K):
-    """Small e4m3 values (products summed over K stay well inside fp16) and two scales, neither near 1 nor
-    the square of the other, so that a scale forgotten, doubled or misplaced gives a different C."""
+    """Small e4m3 values (products summed over K stay well inside fp16) and two scales, so that a scale
+    forgotten, doubled or misplaced gives a different C: with scale_a in [0.3, 0.35] and scale_b in [2, 2.4],
+    the wrong factors 1, scale_a, scale_b and (scale_a * scale_b)^2 differ from each other and from the right
+    one, scale_a * scale_b (0.6 to 0.84), by 16% or more (with scale_b below 2 the doubled scale could equal
+    scale_a alone: scale_a * scale_b^2 = 1)."""
     a = (torch.randn(M, K, device=DEVICE) * 2).to(gemm_fp8.FP8)
     bt = (torch.randn(N, K, device=DEVICE) * 2).to(gemm_fp8.FP8)
-    sa = torch.tensor(random.uniform(0.3, 0.45), device=DEVICE)
-    sb = torch.tensor(random.uniform(1.6, 2.0), device=DEVICE)
+    sa = torch.tensor(random.uniform(0.3, 0.35), device=DEVICE)
+    sb = torch.tensor(random.uniform(2.0, 2.4), device=DEVICE)
     return a, bt, sa, sb
 
 
