@@ -213,14 +213,15 @@ def plot_versus(records, label):
     rows = versus_scaled_mm(records)
     fig, ax = plt.subplots(figsize=(7, 3))
     x = range(len(rows))
-    for i, (what, pick) in enumerate((("course gemm_fp8", 1), ("_scaled_mm fast accum", 2),
-                                      ("_scaled_mm precise accum", 3))):
+    for i, (what, pick) in enumerate((("course gemm_fp8", 1), ("torch._scaled_mm fast accum", 2),
+                                      ("torch._scaled_mm precise accum", 3))):
         ax.bar([j + (i - 1) * 0.27 for j in x], [r[pick]["tflops"] if r[pick] else 0 for r in rows], 0.27,
                label=what)
     ax.set_xticks(list(x), ["x".join(map(str, r[0])) for r in rows], fontsize=7)
     ax.set(ylabel="TFLOP/s (e4m3)", title=f"FP8 GEMM, {label}")
     ax.title.set_fontsize(9)
-    ax.legend(fontsize=7)
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.2)  # room above the bars for the legend
+    ax.legend(fontsize=7, ncol=3, loc="upper center")
     fig.tight_layout()
     plt.show()
 
