@@ -1,0 +1,94 @@
+"""The kernels of lessons 07 and 08 in CPU mode (Triton's interpreter, fp16 and e4m3; bf16 dots are wrong in the
+interpreter, triton-lang/triton#11584): every kind against torch on ragged shapes, the split last wave called
+twice (its counts must reset), a plan replayed after its inputs change, and the messages for bad input."""
+import itertools
+
+import pytest
+import torch
+
+import kernels  # noqa: F401  (first: the interpreter)
+from kernels.lab.errors import CourseError
+from kernels.ops import gemm, gemm_fp8
+
+TILE = dict(BLOCK_M=16, BLOCK_N=32, BLOCK_K=16, stages=2, num_warps=4)
+
+
+def _operands(M, N, K):
+    return torch.randn(M, K, dtype=torch.float16), torch.randn(K, N, dtype=torch.float16)
+
+
+def _err(c, a, b):
+    ref = a.float() @ b.float()
+    return ((c.float() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("M, N, K, programs", [(40, 72, 56, 3), (16, 96, 80, 7), (33, 32, 48, 2)])
+def test_every_kind_matches_torch_on_ragged_shapes(M, N, K, programs):
+    a, b = _operands(M, N, K)
+    for name, run in (("persistent", lambda c: gemm.matmul_tma_host(a, b, **TILE, programs=programs, out=c)),
+                      ("per tile", lambda c: gemm.matmul_tma_host(a, b, **TILE, persistent=False, out=c)),
+                      ("split tail", lambda c: gemm.matmul_split_tail(a, b, **TILE, programs=programs, out=c)),
+                      ("split-K", lambda c: gemm.matmul_splitk(a, b, **TILE, split_k=3, out=c))):
+        c = torch.full((M, N), float("nan"), dtype=torch.float16)
+        run(c)
+        assert not c.isnan().any() and _err(c, a, b) < 1e-2, name
+
+
+def test_the_split_last_wave_resets_its_counts_between_calls():
+    # 3 x 3 tiles on 4 programs: 8 whole, the last tile split 4 ways; a count left at 4 would never reach
+    # SPLIT - 1 again and the second call's last tile would stay unwritten
+    a, b = _operands(48, 96, 128)
+    assert gemm.split_plan(48, 96, 128, 16, 32, 16, 4) == (8, 4)
+    for _ in range(2):
+        a.normal_()
+        c = torch.full((48, 96), float("nan"), dtype=torch.float16)
+        gemm.matmul_split_tail(a, b, **TILE, programs=4, out=c)
+        assert not c.isnan().any() and _err(c, a, b) < 1e-2
+
+
+@pytest.mark.parametrize("M, N, K, sms", [(3072, 3072, 3072, 132), (1024, 1024, 1024, 132), (16, 4096, 4096, 132),
+                                          (8192, 8192, 8192, 132), (128, 128, 64, 132), (300, 500, 70, 7)])
+def test_split_plan_fills_the_idle_sms_and_no_more(M, N, K, sms):
+    tiles, full, tail = gemm.waves(M, N, 128, 128, sms)
+    whole, split = gemm.split_plan(M, N, K, 128, 128, 64, sms)
+    assert whole % sms == 0 or whole == tiles
+    assert (tiles - whole) * split <= sms and 1 <= split <= min(8, -(-K // 64))
+    assert split == 1 or whole == full * sms
+
+
+def test_a_plan_replays_the_same_tensors_with_their_new_values():
+    a, b = _operands(40, 64, 48)
+    c = torch.empty(40, 64, dtype=torch.float16)
+    for name, cfg in (("gemm_tma_host", TILE), ("gemm_split_tail", dict(TILE, programs=3))):
+        plan = gemm.plan(name, a, b, c, **cfg)
+        for _ in range(2):
+            a.normal_()
+            c.fill_(float("nan"))
+            plan()
+            assert _err(c, a, b) < 1e-2, name
+        assert not plan.fast and "interpreter" in plan.why_slow  # CPU mode: no compiled launcher to go straight to
+
+
+def test_bad_operands_get_the_course_message():
+    a, b = _operands(40, 64, 48)
+    with pytest.raises(CourseError, match=r"out has shape \(3, 3\) but the product is \(40, 64\)"):
+        gemm.plan("gemm_tma_host", a, b, torch.empty(3, 3, dtype=torch.float16), **TILE)
+    with pytest.raises(CourseError, match="16-byte aligned base"):
+        gemm.matmul_tma_host(a[:, 1:], b[1:], **TILE)  # a view one fp16 in: its base is 2 bytes off
+    with pytest.raises(CourseError, match="needs \\(M, K\\) @ \\(K, N\\)"):
+        gemm.matmul_split_tail(a, b.t(), **TILE)
+
+
+def test_fp8_matches_its_reference_and_refuses_what_wgmma_cannot_read():
+    a, sa = gemm_fp8.quantize(torch.randn(40, 64))
+    bt, sb = gemm_fp8.quantize(torch.randn(56, 64))
+    c = gemm_fp8.matmul_fp8(a, bt, sa, sb, out_dtype=torch.float16, BLOCK_M=16, BLOCK_N=32, BLOCK_K=32,
+                            num_warps=4, programs=3)
+    ref = gemm_fp8.reference(a, bt, sa, sb, torch.float16).float()
+    assert ((c.float() - ref).norm() / ref.norm()).item() < 1e-2
+    with pytest.raises(CourseError, match="pass B transposed"):
+        gemm_fp8.matmul_fp8(a, bt.t().contiguous(), sa, sb)
+    with pytest.raises(CourseError, match="quantize it first"):
+        gemm_fp8.matmul_fp8(a.half(), bt, sa, sb)
+    with pytest.raises(CourseError, match="one float32 value"):
+        gemm_fp8.matmul_fp8(a, bt, torch.ones(2), sb)
