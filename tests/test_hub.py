@@ -128,7 +128,9 @@ async def _execute(ws_url, auth, code, timeout=90):
     """Run ``code`` in a kernel through its websocket channel; its stdout, and its errors."""
     from tornado.httpclient import HTTPRequest
     from tornado.websocket import websocket_connect
-    ws = await websocket_connect(HTTPRequest(ws_url, headers=auth))
+    # tornado's default 20 s: a CI machine of 2 cores running notebooks beside this test once took longer to
+    # put the websocket through the proxy to a kernel that was still starting
+    ws = await websocket_connect(HTTPRequest(ws_url, headers=auth, connect_timeout=timeout, request_timeout=timeout))
     msg_id = uuid.uuid4().hex
     ws.write_message(json.dumps({
         "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": uuid.uuid4().hex,
