@@ -294,11 +294,12 @@ def _host_launch(a, b, c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_wa
                  num_stages=stages, num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N)))
 
 
-def _start(launch, a, c_tile=True):
-    """Run one prepared launch; a configuration that does not fit gets the course's message."""
+def _start(launch, a, c_tile=True, start=None):
+    """Run one prepared launch (or ``start(kernel, grid, args, kwargs)``, e.g. ``Plan``); a configuration that
+    does not fit gets the course's message."""
     kernel, grid, args, kwargs = launch
     try:
-        return kernel[grid](*args, **kwargs)
+        return start(*launch) if start else kernel[grid](*args, **kwargs)
     except OutOfResources as e:
         raise _overflow(e, a, kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["BLOCK_K"], kwargs["num_stages"],
                         c_tile) from None
@@ -440,8 +441,4 @@ def plan(name, a, b, c, **config):
     """A ``lab.plan.Plan`` of kernel ``name`` (``PLANNED``) computing C = A @ B into ``c`` with ``config``:
     checks, tensor maps and compilation done once (a first launch), each call then launches only."""
     _inputs(f"plan({name})", a, b, c)
-    kernel, grid, args, kwargs = launch = PLANNED[name](a, b, c, **config)
-    try:
-        return Plan(kernel, grid, args, kwargs)
-    except OutOfResources:
-        _start(launch, a)  # raises the course's message
+    return _start(PLANNED[name](a, b, c, **config), a, start=Plan)
