@@ -236,7 +236,7 @@ def matmul_tma(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, num_warps=N
     return _launch(matmul_tma_kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, c_tile=True)
 
 
-# ---- lesson 07: host-side descriptors, one kernel for both grids, and split-K --------------------
+# ---- lesson 07: host-side descriptors, one kernel for both grids --------------------------------
 
 @triton.jit
 def matmul_tma_host_kernel(a_desc, b_desc, c_desc, M, N, K,
@@ -253,25 +253,6 @@ def matmul_tma_host_kernel(a_desc, b_desc, c_desc, M, N, K,
         for ki in range(k_tiles):
             acc = tl.dot(a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K]), b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N]), acc)
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
-
-
-@triton.jit
-def matmul_splitk_kernel(a_desc, b_desc, c_ptr, M, N, K, stride_cm,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                         GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr):
-    # split-K: program (tile, s) sums the s-th slice of K and adds its partial tile into an fp32 C
-    # that starts at zero; for shapes with too few output tiles to occupy every SM (small M)
-    pid_m, pid_n = grouped_tile(tl.program_id(0), M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    k_tiles = tl.cdiv(K, BLOCK_K)
-    per_split = tl.cdiv(k_tiles, SPLIT_K)
-    first = tl.program_id(1) * per_split
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for ki in range(first, tl.minimum(first + per_split, k_tiles)):
-        acc = tl.dot(a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K]), b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N]), acc)
-    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    tl.atomic_add(c_ptr + rm[:, None] * stride_cm + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N),
-                  sem="relaxed")
 
 
 def _host_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K):
@@ -312,28 +293,6 @@ def matmul_tma_host(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_wa
     c = _inputs("matmul_tma_host", a, b, out)
     _start(_host_launch(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, persistent, warp_specialize,
                         programs), a)
-    return c
-
-
-def matmul_splitk(a, b, BLOCK_M=64, BLOCK_N=64, BLOCK_K=128, stages=4, num_warps=4, GROUP_M=8, split_k=4,
-                  out=None):
-    """C = A @ B with K split ``split_k`` ways: the partial tiles meet in an fp32 buffer by atomic adds,
-    then C is that buffer cast to A's dtype (three kernels: zero, GEMM, cast) (lesson 07)."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
-    c = _inputs("matmul_splitk", a, b, out)
-    M, K = a.shape
-    N = b.shape[1]
-    acc = torch.zeros(M, N, device=a.device, dtype=torch.float32)
-    tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]))
-    grid = (triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N), split_k)
-    try:
-        matmul_splitk_kernel[grid](TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]),
-                                   TensorDescriptor.from_tensor(b, [BLOCK_K, BLOCK_N]), acc, M, N, K, acc.stride(0),
-                                   BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M,
-                                   SPLIT_K=split_k, num_stages=stages, num_warps=num_warps)
-    except OutOfResources as e:
-        raise _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile=False) from None
-    c.copy_(acc)
     return c
 
 
