@@ -179,13 +179,12 @@ def copy_tma_host_loop_kernel(x_desc, y_desc, M, N,
     _copy_tiles(x_desc, y_desc, M, N, BLOCK_M, BLOCK_N, stages)
 
 
-def copy_tma_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, stages=4, descriptor="device", num_warps=4, per_sm=1):
-    """y = x, persistent grid (``per_sm`` programs per SM), TMA loads and stores through
-    ``descriptor``-side tensor maps."""
+def copy_tma_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, stages=4, descriptor="device", num_warps=4):
+    """y = x, persistent grid, TMA loads and stores through ``descriptor``-side tensor maps."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     y = _out("copy_tma_loop", x, out, None)  # the layout: the TMA rules below
     tma_rules.ready(("input", x, [BLOCK_M, BLOCK_N]), ("output", y, [BLOCK_M, BLOCK_N]))
-    grid = (per_sm * sm_count(x),)
+    grid = (sm_count(x),)
     meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, num_warps=num_warps)
     try:
         if descriptor == "host":
