@@ -156,11 +156,6 @@ def measure_best():
     return records
 
 
-def best_of(run):
-    """{(shape, dtype): the gemm_best record} of a best run."""
-    return {(tuple(r["shape"]), r["dtype"]): r for r in run if r["name"] == "gemm_best"}
-
-
 def measure_launch():
     """At the two smallest squares, fp16: each kernel timed three ways - ``do_bench`` (L2 cleared before each
     call, the host's launch work overlapping the clearing), replayed from a CUDA graph (GPU time alone, L2

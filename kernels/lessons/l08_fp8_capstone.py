@@ -134,10 +134,6 @@ def matmul_fp8_nmajor_kernel(a_desc, b_desc, c_desc, scale_a_ptr, scale_b_ptr, M
         c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], (acc * scale).to(c_desc.dtype))
 
 
-def search():
-    return measure.run(LESSON, "search", measure_search, NEEDS)
-
-
 def best():
     return measure.run(LESSON, "best", measure_best, NEEDS)
 
