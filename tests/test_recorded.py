@@ -90,3 +90,20 @@ def test_every_timer_passes_the_gate():
             if cell.cell_type == "code" and TIMERS.search(cell.source):
                 assert "kernels.times_here(" in cell.source, \
                     f"{path.name}: a cell times without asking kernels.times_here():\n{cell.source[:300]}"
+
+
+def test_a_run_recorded_again_replaces_the_whole_run(tmp_path, monkeypatch):
+    """A re-recorded run whose winner changed must not leave the old winner's record beside the new one;
+    the file's other runs stay as they were."""
+    class Props:
+        name, multi_processor_count = "Fake GPU", 132
+    monkeypatch.setattr(results.torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(results.torch.cuda, "get_device_properties", lambda _: Props())
+    monkeypatch.setattr(results.bench, "driver", lambda: "0")
+    path = tmp_path / "fake.json"
+    rec = lambda run, name, **cfg: {"lesson": "07", "run": run, **results.record(name, 1.0, shape=(8, 8), config=cfg)}
+    results.save([rec("best", "gemm_best", BLOCK_M=128), rec("best", "cublas_gemm"), rec("waves", "cublas_gemm")], path)
+    results.save([rec("best", "gemm_best", BLOCK_M=64), rec("best", "cublas_gemm")], path)
+    kept = results.Store("fake", __import__("json").loads(path.read_text()))
+    assert [r["config"] for r in kept.select("07", "best", "gemm_best")] == [{"BLOCK_M": 64}]
+    assert len(kept.select("07", "best")) == 2 and len(kept.select("07", "waves")) == 1

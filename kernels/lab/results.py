@@ -46,7 +46,7 @@ def device_slug(name=None):
 
 
 def save(records, path=None):
-    """Merge ``records`` into this GPU's results file (a record with the same key is replaced)."""
+    """Merge ``records`` into this GPU's results file: the runs they belong to are replaced, the others kept."""
     path = Path(path or RESULTS / f"{device_slug()}.json")
     data = json.loads(path.read_text()) if path.exists() else {"records": []}
     try:
@@ -59,7 +59,9 @@ def save(records, path=None):
                  "torch": torch.__version__, "triton": triton.__version__, "tilelang": tl_version,
                  "date": datetime.date.today().isoformat()})
     new = {key(r): r for r in records}
-    data["records"] = [r for r in data["records"] if key(r) not in new] + list(new.values())
+    # a run measured again replaces the whole run: a configuration it no longer picks must not linger
+    runs = {(r["lesson"], r["run"]) for r in records}
+    data["records"] = [r for r in data["records"] if (r["lesson"], r["run"]) not in runs] + list(new.values())
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
     recorded.cache_clear()
