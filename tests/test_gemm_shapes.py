@@ -1,6 +1,7 @@
 """The kernels of lessons 07 and 08 in CPU mode (Triton's interpreter, fp16 and e4m3; bf16 dots are wrong in the
-interpreter, triton-lang/triton#11584): every kind against torch on ragged shapes, the split last wave called
-twice (its counts must reset), a plan replayed after its inputs change, and the messages for bad input."""
+interpreter, triton-lang/triton#11584): every kind against torch on ragged shapes, the output tile stored in halves,
+the split last wave called twice (its counts must reset), a plan replayed after its inputs change, lesson 07's copy
+paths and one-way kernels, and the messages for bad input."""
 import itertools
 
 import pytest
@@ -91,3 +92,61 @@ def test_fp8_matches_its_reference_and_refuses_what_wgmma_cannot_read():
         gemm_fp8.matmul_fp8(a.half(), bt, sa, sb)
     with pytest.raises(CourseError, match="one float32 value"):
         gemm_fp8.matmul_fp8(a, bt, torch.ones(2), sb)
+
+
+@pytest.mark.parametrize("M, N, K", [(40, 72, 56), (33, 64, 48)])
+def test_the_output_tile_stored_in_halves_matches_torch(M, N, K):
+    a, b = _operands(M, N, K)
+    for persistent in (True, False):
+        c = torch.full((M, N), float("nan"), dtype=torch.float16)
+        gemm.matmul_tma_host(a, b, **TILE, persistent=persistent, subtile=True, programs=3, out=c)
+        assert not c.isnan().any() and _err(c, a, b) < 1e-2, persistent
+    a8, sa = gemm_fp8.quantize(torch.randn(M, 64))
+    bt, sb = gemm_fp8.quantize(torch.randn(N, 64))
+    c = torch.full((M, N), float("nan"), dtype=torch.float16)
+    gemm_fp8.matmul_fp8(a8, bt, sa, sb, out=c, BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, num_warps=4, programs=3,
+                        subtile=True)
+    ref = gemm_fp8.reference(a8, bt, sa, sb, torch.float16).float()
+    assert not c.isnan().any() and ((c.float() - ref).norm() / ref.norm()).item() < 1e-2
+
+
+def test_the_search_stores_in_halves_where_the_whole_tile_does_not_fit():
+    from kernels.lessons import l07_shapes_and_waves as l07, l08_fp8_capstone as l08
+    halves = {(c["BLOCK_M"], c["BLOCK_N"], c["stages"]) for _, c in l07.space() if c.get("subtile")}
+    assert (128, 256, 4) in halves and (128, 256, 3) in halves and (128, 128, 4) not in halves
+    assert not any(c.get("subtile") for n, c in l07.space() if n == "gemm_split_tail")
+    whole = {(c["BLOCK_M"], c["BLOCK_N"], c["stages"]) for _, c in l07.space() if not c.get("subtile")}
+    assert (128, 256, 4) not in whole  # 256 KiB whole: it fits only in halves
+    assert l07.config_of(128, 256, 4, "persistent")[1].get("subtile") is True
+    assert any(c["stages"] == 4 and c["BLOCK_N"] == 256 and c.get("subtile") for c in l08.space())
+
+
+# ---- lesson 07's copy study: each path, each side alone ----------------------------------------------
+
+from kernels.ops import copy  # noqa: E402
+
+
+@pytest.mark.parametrize("load, store", list(itertools.product(("tma", "pointer"), repeat=2)))
+def test_the_copy_paths_copy_exactly_on_a_ragged_shape(load, store):
+    x = torch.randn(70, 136, dtype=torch.float16)
+    y = torch.full_like(x, float("nan"))
+    copy.copy_paths(x, out=y, load=load, store=store, BLOCK_M=32, BLOCK_N=64, stages=2, programs=3,
+                    evict_first=True, streaming_store=True)
+    assert torch.equal(y, x)
+
+
+def test_each_side_alone_reads_every_tile_and_writes_every_element():
+    x = torch.randn(70, 136, dtype=torch.float16)
+    sums = copy.read_tma(x, BLOCK_M=32, BLOCK_N=64, programs=3)
+    assert sums.shape == (3,) and abs(sums.double().sum() - x.double().sum()) < 1e-2
+    y = torch.full_like(x, float("nan"))
+    copy.fill_tma(y, 1.5, BLOCK_M=32, BLOCK_N=64, programs=3)
+    assert (y == 1.5).all()
+
+
+def test_a_copy_path_that_is_neither_gets_the_course_message():
+    x = torch.randn(64, 64, dtype=torch.float16)
+    with pytest.raises(CourseError, match="load is 'tma' or 'pointer', got 'ptr'"):
+        copy.copy_paths(x, load="ptr")
+    with pytest.raises(CourseError, match="contiguous"):
+        copy.copy_paths(x.t())

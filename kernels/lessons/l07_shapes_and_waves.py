@@ -1,10 +1,12 @@
 """Lesson 07: the course's GEMM at every shape. A small configuration space searched per shape and dtype
-(tile, stages, warps, persistent or one tile per program, warp specialisation, the split last wave), the
-winners against cuBLAS over twelve shapes in fp16 and bf16; why small shapes lose (launch cost apart from
-GPU time); wave quantization at 3072^3 and the split last wave that answers it."""
+(tile, stages, warps, persistent or one tile per program, warp specialisation, the split last wave, the
+output tile stored in halves), the winners against cuBLAS over twelve shapes in fp16 and bf16; why small
+shapes lose (launch cost apart from GPU time); wave quantization at 3072^3 and the split last wave that
+answers it; and where the TMA copy's last percent against torch's copy goes."""
 import functools
 import math
 
+import matplotlib.pyplot as plt
 import torch
 
 from ..lab import bench, measure, results as recorded_results, smem
@@ -31,17 +33,41 @@ def _tile(m, n, k, w, s):
     return dict(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, stages=s)
 
 
+def stored_in_halves(m, n, k, s, elem_bytes=2):
+    """True where the output tile must leave in two halves (``subtile``) for ``s`` stages to fit one block:
+    the whole tile does not fit beside the ring, half of it does. None where neither fits."""
+    ring = smem.gemm_stage_bytes(m, n, k, elem_bytes)
+    if smem.Budget(s, ring, output_tile=m * n * 2).fits:
+        return False
+    return True if smem.Budget(s, ring, output_tile=m * n).fits else None
+
+
+WIDE = 256  # BLOCK_N of the tiles whose output tile is also tried in halves: 32-64 KiB of staging buffer
+
+
+def epilogues(n, halves):
+    """The epilogue options the search tries for a tile ``n`` wide: in halves only where the whole tile does not
+    fit (``halves``); whole, and in halves, for the wide tiles; whole otherwise."""
+    if halves:
+        return [{"subtile": True}]
+    return [{}, {"subtile": True}] if n == WIDE else [{}]
+
+
 def space():
     """[(kernel name, config)]: the configurations the search tries, each fitting one block's shared memory
-    by the course's budget (ring of A and B tiles plus the output tile the TMA store stages)."""
+    by the course's budget (ring of A and B tiles plus the output tile the TMA store stages, whole or in two
+    halves: ``epilogues``)."""
     out = []
     for m, n, k, w in TILES:
         for s in STAGES:
-            if not smem.Budget(s, smem.gemm_stage_bytes(m, n, k), output_tile=m * n * 2).fits:
+            halves = stored_in_halves(m, n, k, s)
+            if halves is None:
                 continue
-            for persistent in (True, False):
-                out.append(("gemm_tma_host", {**_tile(m, n, k, w, s), "persistent": persistent}))
-            out.append(("gemm_split_tail", _tile(m, n, k, w, s)))
+            for extra in epilogues(n, halves):
+                for persistent in (True, False):
+                    out.append(("gemm_tma_host", {**_tile(m, n, k, w, s), "persistent": persistent, **extra}))
+            if not halves:  # the split kernel stores whole tiles
+                out.append(("gemm_split_tail", _tile(m, n, k, w, s)))
     for m, n, k, w, s in ((128, 256, 64, 8, 3), (128, 128, 64, 8, 4)):
         out.append(("gemm_tma_host", {**_tile(m, n, k, w, s), "persistent": True, "warp_specialize": True}))
     return out
@@ -198,12 +224,102 @@ def measure_waves():
                          flops=bench.gemm_flops(*WAVES_SHAPE))
 
 
+COPY_SHAPE = (16384, 16384)
+COPY_BOXES = [(64, 128), (128, 128), (32, 256)]  # 16, 32 and 16 KiB of fp16
+COPY_STAGES = (2, 3, 4, 6)
+COPY_PER_SM = (1, 2, 3)  # programs per SM, all resident at once where their buffers fit one SM
+COPY_DEFAULT = dict(BLOCK_M=64, BLOCK_N=128, stages=4)  # lesson 03's copy; the paths and the one-way runs use it
+SMEM_PER_SM = 233_472  # 228 KiB of shared memory per Hopper SM (each block also reserves 1 KiB)
+
+
+def copy_sweep():
+    """[config]: lesson 03's persistent TMA copy (host tensor maps) at each box, stage count and number of
+    programs per SM whose buffers (stages x box, the model of lesson 03, plus 1 KiB each) fit one SM together."""
+    out = []
+    for m, n in COPY_BOXES:
+        for s in COPY_STAGES:
+            for per in COPY_PER_SM:
+                if per * (s * m * n * 2 + 1024) <= SMEM_PER_SM:
+                    out.append(dict(BLOCK_M=m, BLOCK_N=n, stages=s, per_sm=per))
+    return out
+
+
+def torch_copy_runs(x, y):
+    """The names of the GPU activities one ``y.copy_(x)`` launches, from torch's profiler."""
+    from torch.profiler import ProfilerActivity, profile
+    y.copy_(x)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        y.copy_(x)
+        torch.cuda.synchronize()
+    return sorted({e.key for e in prof.key_averages()})
+
+
+def measure_copy():
+    """Where a 16384^2 fp16 copy's time goes, every entry timed in turn with ``torch_copy`` (one run, so one
+    clock state): lesson 03's TMA copy over ``copy_sweep()``; the copy with each side through TMA or
+    through pointers, the pointer side with and without cache hints; lesson 06's hand-written TMA copy, which
+    stores the very buffer it loaded; and each side alone - a read (torch's sum, a TMA read) and a write
+    (torch's fill, a TMA fill) of the same bytes."""
+    from ..ops import copy, tma_cuda
+    x = bench.randn(*COPY_SHAPE)
+    y = torch.empty_like(x)
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    d = COPY_DEFAULT
+    variants = [("torch_copy", {"runs": torch_copy_runs(x, y)}, lambda: y.copy_(x))]
+    for cfg in copy_sweep():
+        c = {k: v for k, v in cfg.items() if k != "per_sm"}
+        variants.append(("copy_tma_loop", cfg, lambda c=c, p=cfg["per_sm"] * sms:
+                         copy.copy_tma_loop(x, out=y, descriptor="host", programs=p, **c)))
+    for load, store, hints in (("pointer", "pointer", False), ("pointer", "pointer", True), ("tma", "pointer", False),
+                               ("tma", "pointer", True), ("pointer", "tma", False), ("pointer", "tma", True)):
+        cfg = {"load": load, "store": store, "hints": hints, **d}
+        variants.append(("copy_paths", cfg, lambda load=load, store=store, hints=hints: copy.copy_paths(
+            x, out=y, load=load, store=store, evict_first=hints, streaming_store=hints, **d)))
+    # two questions at one box, each answered both ways: does the tile pass through registers (Triton: yes;
+    # lesson 06's CUDA: no, the store reads the buffer the load filled), and is the grid persistent with
+    # a ring of stages, or one tile per program (many small programs resident per SM instead)?
+    tiles = (COPY_SHAPE[0] // d["BLOCK_M"]) * (COPY_SHAPE[1] // d["BLOCK_N"])
+    box = {k: d[k] for k in ("BLOCK_M", "BLOCK_N")}
+    variants += [("copy_tma_loop", {**box, "stages": 1, "programs": "one per tile"},
+                  lambda: copy.copy_tma_loop(x, out=y, descriptor="host", programs=tiles, stages=1, **box)),
+                 ("cuda_copy_tile", box, lambda: tma_cuda.copy_tile(x, out=y, check=False)),
+                 ("cuda_ring", {**box, "stages": 4, "ctas_per_sm": 2},
+                  lambda: tma_cuda.ring(x, out=y, box=(d["BLOCK_M"], d["BLOCK_N"]), stages=4, ctas_per_sm=2,
+                                        swizzle=False, check=False))]
+    # (the CUDA kernels' barrier-timeout counter is read once, after the timing)
+    records = measure.timed(variants, y, x, shape=COPY_SHAPE, nbytes=bench.copy_bytes(x))
+    if tma_cuda.timeouts(x):
+        raise tma_cuda.BarrierTimeout("copy run: CTAs of the CUDA copies gave up waiting on a barrier while timed")
+    # one way: half the bytes of a copy; checked first, then timed in turn with the copy again
+    total = x.double().sum()  # ~1.6e4 in size; a tile left out changes it by ~90, fp32 summing by far less than 1
+    one_way = [("torch_copy", {}, lambda: y.copy_(x)),
+               ("torch_sum", {}, lambda: x.sum(dtype=torch.float32)),
+               ("read_tma", d, lambda: copy.read_tma(x, **d)),
+               ("torch_fill", {}, lambda: y.fill_(1.5)),
+               ("fill_tma", {k: d[k] for k in ("BLOCK_M", "BLOCK_N")},
+                lambda: copy.fill_tma(y, 1.5, BLOCK_M=d["BLOCK_M"], BLOCK_N=d["BLOCK_N"]))]
+    for name, _, fn in one_way[1:]:
+        y.fill_(float("nan"))
+        got = fn()
+        ok = (abs(float(got.double().sum() - total)) < 1.0 if name in ("torch_sum", "read_tma")
+              else bool((y == 1.5).all()))
+        assert ok, f"{name} computed a wrong result"
+    ms = bench.interleaved_ms({i: fn for i, (_, _, fn) in enumerate(one_way)})
+    half = bench.copy_bytes(x) // 2
+    records += [recorded_results.record(name, ms[i], config={**cfg, "one_way": True}, shape=COPY_SHAPE,
+                                        nbytes=2 * half if name == "torch_copy" else half, baseline=None if i == 0
+                                        else "torch_copy") for i, (name, cfg, _) in enumerate(one_way)]
+    return records
+
+
 def geomean(xs):
     xs = list(xs)
     return math.exp(sum(map(math.log, xs)) / len(xs))
 
 
-RUNS = {"search": measure_search, "best": measure_best, "launch": measure_launch, "waves": measure_waves}
+RUNS = {"search": measure_search, "best": measure_best, "launch": measure_launch, "waves": measure_waves,
+        "copy": measure_copy}
 
 
 # ---- views: what the notebook prints and draws from the runs' records --------------------------------------
@@ -221,8 +337,9 @@ def describe(name, cfg):
     kind = {"gemm_split_tail": "split last wave"}.get(name, "persistent" if cfg.get("persistent") else "one tile/program")
     ws = " warp-specialised" if cfg.get("warp_specialize") else ""
     split = f" split={cfg['split']}" if "split" in cfg else ""
+    halves = " C in halves" if cfg.get("subtile") else ""
     return (f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']}x{cfg['BLOCK_K']} s{cfg['stages']} w{cfg['num_warps']} "
-            f"{kind}{ws}{split}")
+            f"{kind}{ws}{split}{halves}")
 
 
 def space_summary():
@@ -236,9 +353,15 @@ def space_summary():
     out = [f"{len(cfgs)} configurations: " + ", ".join(f"{n} {k}" for k, n in kinds.items())]
     for m, n, k, w in TILES:
         for s in STAGES:
-            b = smem.Budget(s, smem.gemm_stage_bytes(m, n, k), output_tile=m * n * 2)
-            if not b.fits:
-                out.append(f"left out: {m}x{n}x{k} at {s} stages ({b.model / 1024:.0f} KiB > {b.limit / 1024:.0f} KiB)")
+            halves = stored_in_halves(m, n, k, s)
+            whole = smem.Budget(s, smem.gemm_stage_bytes(m, n, k), output_tile=m * n * 2)
+            half = smem.Budget(s, smem.gemm_stage_bytes(m, n, k), output_tile=m * n)
+            if halves is None:
+                out.append(f"left out: {m}x{n}x{k} at {s} stages ({half.model / 1024:.0f} KiB > "
+                           f"{half.limit / 1024:.0f} KiB even with the output tile stored in halves)")
+            elif halves:
+                out.append(f"stored in halves: {m}x{n}x{k} at {s} stages ({whole.model / 1024:.0f} KiB whole, "
+                           f"{half.model / 1024:.0f} KiB in halves, limit {half.limit / 1024:.0f} KiB)")
     return out
 
 
@@ -402,7 +525,8 @@ def config_of(BLOCK_M, BLOCK_N, stages, mode):
     cfg = _tile(*tile, stages)
     if mode == "split last wave":
         return "gemm_split_tail", cfg
-    return "gemm_tma_host", {**cfg, "persistent": mode == "persistent"}
+    halves = {"subtile": True} if stored_in_halves(*tile[:3], stages) else {}  # as the space has it
+    return "gemm_tma_host", {**cfg, "persistent": mode == "persistent", **halves}
 
 
 class ShapeConfig(Widget):
@@ -417,7 +541,7 @@ class ShapeConfig(Widget):
     def budget(self, cfg, compiled):
         name, c = config_of(cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["stages"], cfg["mode"])
         return smem.Budget(c["stages"], smem.gemm_stage_bytes(c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]),
-                           output_tile=c["BLOCK_M"] * c["BLOCK_N"] * 2)
+                           output_tile=c["BLOCK_M"] * c["BLOCK_N"] * (1 if c.get("subtile") else 2))
 
     def evidence(self, cfg, compiled):
         M, N, K = map(int, cfg["shape"].split("x"))
@@ -460,3 +584,148 @@ def print_why(search_run, dtype="float16", sms=132):
               f"{'(split last wave) ' if w['name'] == 'gemm_split_tail' else ''}"
               f"| {c['BLOCK_M'] * c['BLOCK_N'] / (c['BLOCK_M'] + c['BLOCK_N']):4.1f} flop/B | {tiles:5d} tiles, "
               f"waves fill the SMs {fill:4.0%}")
+
+
+# ---- the copy's last percent (the copy run) --------------------------------------------------------------
+
+BAR_COPY = 0.98  # the issue's bar: the best TMA copy against torch's copy at 16384^2 fp16
+TMA_COPIES = ("copy_tma_loop", "cuda_copy_tile", "cuda_ring")
+
+
+def copy_run():
+    return measure.run(LESSON, "copy", measure_copy, "hopper")
+
+
+def _copy_groups(records):
+    """(the copies timed with the first torch_copy, the one-way entries timed with the second)."""
+    one_way = [r for r in records if r["config"].get("one_way")]
+    return [r for r in records if not r["config"].get("one_way")], one_way
+
+
+def _vs_torch(group):
+    base = next(r for r in group if r["name"] == "torch_copy")
+    return [(r, base["ms"] / r["ms"]) for r in group if r is not base]
+
+
+def torch_copy_is(records):
+    """What torch's copy launched, from the run's profile: the GPU activity names."""
+    base = next(r for r in _copy_groups(records)[0] if r["name"] == "torch_copy")
+    return [n for n in base["config"].get("runs", []) if "Memcpy" in n or "memcpy" in n]
+
+
+def in_flight_kib(cfg):
+    """KiB of loads the sweep's TMA copy keeps in flight on one SM: programs x (stages - 1) x box (a ring of
+    ``stages`` slots loads stages - 1 tiles ahead of the one being stored, lesson 02)."""
+    return cfg["per_sm"] * (cfg["stages"] - 1) * cfg["BLOCK_M"] * cfg["BLOCK_N"] * 2 / 1024
+
+
+def plot_copy_sweep(records, label, ax=None):
+    ax = ax or plt.subplots(figsize=(6.4, 3.4))[1]
+    sweep = [(r, x) for r, x in _vs_torch(_copy_groups(records)[0]) if r["name"] == "copy_tma_loop" and "per_sm" in r["config"]]
+    for i, (m, n) in enumerate(COPY_BOXES):
+        for per, marker in zip(COPY_PER_SM, "o^s"):
+            pts = sorted((in_flight_kib(r["config"]), x) for r, x in sweep
+                         if (r["config"]["BLOCK_M"], r["config"]["BLOCK_N"]) == (m, n) and r["config"]["per_sm"] == per)
+            if pts:
+                ax.plot(*zip(*pts), marker=marker, color=f"C{i}", ls="-" if per == 1 else ":",
+                        label=f"box {m}x{n}, {per}/SM")
+    ax.axhline(1.0, color="grey", lw=1)
+    ax.axhline(BAR_COPY, color="grey", lw=1, ls="--")
+    ax.set(xlabel="loads in flight per SM (KiB): programs x (stages - 1) x box", ylabel="x torch copy",
+           title=f"16384^2 fp16 TMA copy (Triton) - {label}")
+    ax.legend(fontsize=7, ncol=3, loc="lower right")
+    return ax
+
+
+def print_copy_sweep(records, top=4):
+    sweep = sorted(((r, x) for r, x in _vs_torch(_copy_groups(records)[0])
+                    if r["name"] == "copy_tma_loop" and "per_sm" in r["config"]), key=lambda rx: -rx[1])
+    lo = min(sweep, key=lambda rx: rx[1])
+    print(f"{len(sweep)} configurations, from {lo[1]:.3f}x ({_copy_cfg(lo[0]['config'])}) to {sweep[0][1]:.3f}x; "
+          f"the {top} fastest:")
+    for r, x in sweep[:top]:
+        print(f"  {_copy_cfg(r['config']):36s} {in_flight_kib(r['config']):5.0f} KiB in flight/SM  {r['gbps']:6.0f} GB/s  "
+              f"{x:.3f}x")
+
+
+def _copy_cfg(cfg):
+    per = f", {cfg['per_sm']}/SM" if "per_sm" in cfg else f", {cfg['programs']}" if "programs" in cfg else ""
+    stages = f", {cfg['stages']} stage{'s' * (cfg['stages'] != 1)}" if "stages" in cfg else ""
+    extra = f", {cfg['ctas_per_sm']} CTAs/SM" if "ctas_per_sm" in cfg else ""
+    return f"box {cfg['BLOCK_M']}x{cfg['BLOCK_N']}{stages}{per}{extra}"
+
+
+def print_copy_paths(records):
+    """The copy with each side through TMA or pointers, hints on the pointer side or not."""
+    for r, x in _vs_torch(_copy_groups(records)[0]):
+        if r["name"] == "copy_paths":
+            c = r["config"]
+            hints = "evict_first load / .cs store" if c["hints"] else "no hints"
+            print(f"  load {c['load']:7s} store {c['store']:7s} {hints:30s} {r['gbps']:6.0f} GB/s  {x:.3f}x torch copy")
+
+
+def path_code():
+    """The four paths' sm_90 code at lesson 03's box (64x128, 4 stages), compiled ahead of time: what carries the
+    tile in and out. Columns: load/store."""
+    import dataclasses
+
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from ..lab import aot
+    from ..lab.mode import DEVICE
+    from ..ops import copy
+    M, N = COPY_SHAPE
+    x = torch.empty(16, dtype=torch.float16, device=DEVICE)
+    desc = TensorDescriptor(x, [M, N], [N, 1], [COPY_DEFAULT["BLOCK_M"], COPY_DEFAULT["BLOCK_N"]])
+    out = []
+    for load in ("tma", "pointer"):
+        for store in ("tma", "pointer"):
+            c = aot.compile_sm90(copy.copy_paths_kernel, desc, desc, x, x, M, N, LOAD_TMA=load == "tma",
+                                 STORE_TMA=store == "tma", EVICT="", STORE_CACHE="", num_warps=4, **COPY_DEFAULT)
+            out.append(dataclasses.replace(c, name=f"{load}/{store}"))
+    return out
+
+
+def copy_questions(records):
+    """{(through registers?, schedule): (record, x torch copy)} - the two questions at lesson 03's box."""
+    got = {}
+    for r, x in _vs_torch(_copy_groups(records)[0]):
+        c = r["config"]
+        if r["name"] == "copy_tma_loop" and (c.get("programs") == "one per tile" or
+                                             (c.get("per_sm") == 1 and c["stages"] == 4 and c["BLOCK_M"] == 64
+                                              and c["BLOCK_N"] == 128)):
+            got[("registers", "one tile per program" if "programs" in c else "persistent ring")] = (r, x)
+        elif r["name"] == "cuda_copy_tile":
+            got[("no registers", "one tile per program")] = (r, x)
+        elif r["name"] == "cuda_ring":
+            got[("no registers", "persistent ring")] = (r, x)
+    return got
+
+
+def print_copy_questions(records):
+    got = copy_questions(records)
+    print(f"{'':34s}{'persistent ring':>28s}{'one tile per program':>28s}")
+    for regs, who in (("registers", "Triton"), ("no registers", "CUDA, lesson 06")):
+        cells = []
+        for schedule in ("persistent ring", "one tile per program"):
+            r = got.get((regs, schedule))
+            cells.append(f"{r[0]['gbps']:.0f} GB/s {r[1]:.3f}x" if r else "-")
+        print(f"{regs + ' (' + who + ')':34s}" + "".join(f"{c:>28s}" for c in cells))
+
+
+def print_one_way(records):
+    """Each side of the copy alone: torch's sum and fill, TMA's read and fill, beside torch's copy."""
+    for r in _copy_groups(records)[1]:
+        what = {"torch_copy": "copy (read + write)", "torch_sum": "read only (sum)", "read_tma": "read only, TMA",
+                "torch_fill": "write only (fill)", "fill_tma": "write only, TMA"}[r["name"]]
+        print(f"  {r['name']:11s} {what:22s} {r['ms'] * 1000:6.1f} us  {r['gbps']:6.0f} GB/s")
+
+
+def copy_bar(records):
+    """The copy's bar, computed: (the best TMA copy's ratio to torch's copy, verdict lines)."""
+    tma = [(r, x) for r, x in _vs_torch(_copy_groups(records)[0]) if r["name"] in TMA_COPIES]
+    (best, x), (tbest, tx) = (max(rs, key=lambda rx: rx[1]) for rs in (tma, [rx for rx in tma
+                                                                           if rx[0]["name"] == "copy_tma_loop"]))
+    return x, [f"best TMA copy at 16384^2 fp16: {best['name']} ({_copy_cfg(best['config'])}) {x:.3f}x torch copy "
+               f"(bar {BAR_COPY}): {'met' if x >= BAR_COPY else 'NOT met'}",
+               f"the best Triton TMA copy: {_copy_cfg(tbest['config'])}, {tx:.3f}x"]

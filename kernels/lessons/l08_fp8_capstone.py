@@ -12,6 +12,7 @@ from ..lab import bench, measure, results as recorded_results, smem
 from ..lab.widgets import REFUSALS, Widget
 from ..ops import gemm_fp8
 from ..ops.gemm import grouped_tile
+from .l07_shapes_and_waves import epilogues, stored_in_halves
 
 LESSON = "08"
 NEEDS = "hopper"  # e4m3 wgmma is sm_90: other GPUs have no FP8 tensor cores of this kind (or lower them)
@@ -20,21 +21,25 @@ SHAPES = [(8192, 8192, 4096), (4096, 4096, 4096), (8192, 8192, 8192), (4096, 110
           (16384, 8192, 4096)]
 TILES = [(128, 256, 128, 8), (128, 128, 128, 8), (128, 128, 128, 4), (64, 256, 128, 4)]  # BM, BN, BK, warps
 STAGES = (3, 4, 5)
+CANDIDATES = 3  # the screen's fastest configurations timed again, side by side, per shape (measure_best)
 
 
 def space():
     """[config]: FP8 tiles x stages that fit one block (a stage holds BM x BK + BN x BK bytes; the bf16
-    output tile is staged for the TMA store), persistent or one tile per program, and warp specialisation
-    for the two largest tiles."""
+    output tile is staged for the TMA store, whole or in two halves as lesson 07's ``epilogues``), persistent
+    or one tile per program, and warp specialisation for the largest tiles."""
     out = []
     for m, n, k, w in TILES:
         for s in STAGES:
-            if not smem.Budget(s, smem.gemm_stage_bytes(m, n, k, 1), output_tile=m * n * 2).fits:
+            halves = stored_in_halves(m, n, k, s, elem_bytes=1)
+            if halves is None:
                 continue
-            for persistent in (True, False):
-                out.append(dict(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, stages=s, persistent=persistent))
-    out += [dict(BLOCK_M=128, BLOCK_N=n, BLOCK_K=128, num_warps=8, stages=s, persistent=True, warp_specialize=True)
-            for n, s in ((256, 3), (128, 4))]
+            for extra in epilogues(n, halves):
+                for persistent in (True, False):
+                    out.append(dict(BLOCK_M=m, BLOCK_N=n, BLOCK_K=k, num_warps=w, stages=s, persistent=persistent,
+                                    **extra))
+    out += [dict(BLOCK_M=128, BLOCK_N=n, BLOCK_K=128, num_warps=8, stages=s, persistent=True, warp_specialize=True,
+                 **extra) for n, s, extra in ((256, 3, {}), (128, 4, {}), (256, 4, {"subtile": True}))]
     return out
 
 
@@ -89,25 +94,35 @@ def winners(records):
     return best
 
 
+def candidates(records, shape, top=CANDIDATES):
+    """The ``top`` fastest configurations of the screen at ``shape``, fastest first."""
+    rs = sorted((r for r in records if r["name"] == "gemm_fp8" and tuple(r["shape"]) == tuple(shape)),
+                key=lambda r: r["ms"])
+    return [r["config"] for r in rs[:top]]
+
+
 def measure_best():
-    """Per shape, the search's winner against torch._scaled_mm with fast accumulation (what Triton's fp8 dot
-    does on sm_90 by default) and with precise accumulation, timed in turn three times; the accuracy of
-    each against the fp32 product of the same e4m3 values is in the ``rel_err`` of its config."""
-    best = winners(search().records)
+    """Per shape, the screen's three fastest configurations (as lesson 07 does: a screen's order among
+    near-equals is noise) against torch._scaled_mm with fast accumulation (what Triton's fp8 dot does on sm_90
+    by default) and with precise accumulation, timed in turn three times. The fastest candidate is recorded as
+    ``gemm_fp8``, the others as ``gemm_fp8_candidate``. The accuracy of each against the fp32 product of the
+    same e4m3 values is its ``rel_err``."""
+    screen = search().records
     records = []
     for shape in SHAPES:
         a, bt, sa, sb, c = operands(shape)
-        cfg = best[shape]["config"]
-        variants = [("scaled_mm", {"fast_accum": True}, lambda: gemm_fp8.scaled_mm(a, bt, sa, sb, out=c)),
-                    ("gemm_fp8", cfg, gemm_fp8.plan(a, bt, sa, sb, c, **cfg)),
-                    ("scaled_mm_precise", {"fast_accum": False},
-                     lambda: gemm_fp8.scaled_mm(a, bt, sa, sb, fast_accum=False, out=c))]
+        variants = [("scaled_mm", {"fast_accum": True}, lambda: gemm_fp8.scaled_mm(a, bt, sa, sb, out=c))]
+        variants += [("gemm_fp8_candidate", cfg, gemm_fp8.plan(a, bt, sa, sb, c, **cfg))
+                     for cfg in candidates(screen, shape)]
+        variants.append(("scaled_mm_precise", {"fast_accum": False},
+                         lambda: gemm_fp8.scaled_mm(a, bt, sa, sb, fast_accum=False, out=c)))
         ref = gemm_fp8.reference(a, bt, sa, sb)
         recs = measure.timed(variants, c, ref, 2e-2, shape=shape, flops=bench.gemm_flops(*shape))
         for r, (_, _, fn) in zip(recs, variants):
             fn()
             r["rel_err"] = round(float(((c.float() - ref.float()).norm() / ref.float().norm())), 5)
             r["dtype"] = "float8_e4m3fn"
+        min((r for r in recs if r["name"] == "gemm_fp8_candidate"), key=lambda r: r["ms"])["name"] = "gemm_fp8"
         records += recs
     return records
 
@@ -266,20 +281,26 @@ class Fp8Gemm(Widget):
     title, base_label = "e4m3 GEMM", "_scaled_mm"
 
     def config(self, cfg):
+        """The space's configuration for this setting: C stored in halves where the whole tile does not fit."""
+        halves = {"subtile": True} if stored_in_halves(128, cfg["BLOCK_N"], 128, cfg["stages"], elem_bytes=1) else {}
         return dict(BLOCK_M=128, BLOCK_N=cfg["BLOCK_N"], BLOCK_K=128, num_warps=8, stages=cfg["stages"],
-                    persistent=cfg["persistent"])
+                    persistent=cfg["persistent"], **halves)
 
     def compile(self, cfg):  # the code does not depend on the shape: compiled once per tile and stage count
-        return gemm_fp8.compile_sm90(128, cfg["BLOCK_N"], 128, cfg["stages"], num_warps=8)
+        return gemm_fp8.compile_sm90(128, cfg["BLOCK_N"], 128, cfg["stages"], num_warps=8,
+                                     subtile=self.config(cfg).get("subtile", False))
 
     def budget(self, cfg, compiled):
-        return smem.Budget(cfg["stages"], smem.gemm_stage_bytes(128, cfg["BLOCK_N"], 128, 1),
-                           output_tile=128 * cfg["BLOCK_N"] * 2, compiled=compiled.shared)
+        c_bytes = 128 * cfg["BLOCK_N"] * (1 if self.config(cfg).get("subtile") else 2)
+        return smem.Budget(cfg["stages"], smem.gemm_stage_bytes(128, cfg["BLOCK_N"], 128, 1), output_tile=c_bytes,
+                           compiled=compiled.shared)
 
     def evidence(self, cfg, compiled):
         c = compiled.counts()
+        halves = ", staged in two halves" if self.config(cfg).get("subtile") else ""
         return [f"one stage: A box 128x128 e4m3 = 16 KiB + B^T box {cfg['BLOCK_N']}x128 e4m3 = "
-                f"{cfg['BLOCK_N'] * 128 // 1024} KiB, rows of 128 bytes; the bf16 C tile = {cfg['BLOCK_N'] // 4} KiB",
+                f"{cfg['BLOCK_N'] * 128 // 1024} KiB, rows of 128 bytes; the bf16 C tile = {cfg['BLOCK_N'] // 4} KiB"
+                f"{halves}",
                 f"code: {c['wgmma.mma_async']} wgmma.mma_async (e4m3), {c['cp.async.bulk.tensor load']} TMA loads, "
                 f"{c['QGMMA']} QGMMA in SASS ({compiled.origin})"]
 
@@ -290,8 +311,9 @@ class Fp8Gemm(Widget):
                         lambda a, bt, sa, sb, c: gemm_fp8.matmul_fp8(a, bt, sa, sb, out=c, **tile))
 
     def label(self, cfg):
-        return (f"128x{cfg['BLOCK_N']}x128, {cfg['stages']} stages{', persistent' if cfg['persistent'] else ''}, "
-                f"{cfg['shape']}")
+        halves = ", C in halves" if self.config(cfg).get("subtile") else ""
+        return (f"128x{cfg['BLOCK_N']}x128, {cfg['stages']} stages{', persistent' if cfg['persistent'] else ''}"
+                f"{halves}, {cfg['shape']}")
 
 
 fp8_gemm = Fp8Gemm()

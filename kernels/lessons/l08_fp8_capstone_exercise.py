@@ -155,7 +155,7 @@ def _code(kernel):
 
 def check(matmul, kernel):
     """``matmul(a, bt, scale_a, scale_b, BLOCK_M, BLOCK_N, BLOCK_K, stages, programs=None, out=None)`` launches
-    ``kernel`` (gemm_fp8.matmul_fp8_kernel's arguments, without WARP_SPECIALIZE) into ``out``."""
+    ``kernel`` (gemm_fp8.matmul_fp8_kernel's arguments, without WARP_SPECIALIZE and SUBTILE) into ``out``."""
     return lab_check.run("exercise 08", [("FP8 GEMM: values", lambda: _values(matmul)),
                                          ("the code: e4m3 wgmma, TMA, one scale", lambda: _code(kernel))])
 

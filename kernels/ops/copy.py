@@ -8,12 +8,16 @@
 - ``copy_tma_kernel`` / ``copy_tma_loop_kernel`` / ``copy_tma_host_loop_kernel``: the tile through a
   tensor descriptor: on Hopper one ``cp.async.bulk.tensor`` moves a whole tile into shared memory,
   completion tracked by an mbarrier (lesson 03).
+- ``copy_paths_kernel``, ``read_tma_kernel``, ``fill_tma_kernel``: the persistent copy with each side through
+  TMA or pointers, and each side alone (lesson 07: where the copy's last percent goes).
 """
+import torch
 import triton
 import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
 from ..lab import operands, smem, tma_rules
+from ..lab.errors import ArgumentError
 from ..lab.mode import sm_count
 
 
@@ -179,12 +183,13 @@ def copy_tma_host_loop_kernel(x_desc, y_desc, M, N,
     _copy_tiles(x_desc, y_desc, M, N, BLOCK_M, BLOCK_N, stages)
 
 
-def copy_tma_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, stages=4, descriptor="device", num_warps=4):
-    """y = x, persistent grid, TMA loads and stores through ``descriptor``-side tensor maps."""
+def copy_tma_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, stages=4, descriptor="device", num_warps=4, programs=None):
+    """y = x, persistent grid (one program per SM, or ``programs``), TMA loads and stores through
+    ``descriptor``-side tensor maps."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     y = _out("copy_tma_loop", x, out, None)  # the layout: the TMA rules below
     tma_rules.ready(("input", x, [BLOCK_M, BLOCK_N]), ("output", y, [BLOCK_M, BLOCK_N]))
-    grid = (sm_count(x),)
+    grid = (programs or sm_count(x),)
     meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, num_warps=num_warps)
     try:
         if descriptor == "host":
@@ -194,4 +199,106 @@ def copy_tma_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, stages=4, descriptor="de
             copy_tma_loop_kernel[grid](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0), **meta)
     except OutOfResources as e:
         raise _overflow(e, x, BLOCK_M, BLOCK_N, stages, stages) from None
+    return y
+
+
+# ---- lesson 07: where a copy's time goes ---------------------------------------------------------
+
+@triton.jit
+def _tile_at(t, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    return (t // tiles_n) * BLOCK_M, (t % tiles_n) * BLOCK_N
+
+
+@triton.jit
+def copy_paths_kernel(x_desc, y_desc, x_ptr, y_ptr, M, N,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, stages: tl.constexpr,
+                      LOAD_TMA: tl.constexpr, STORE_TMA: tl.constexpr, EVICT: tl.constexpr, STORE_CACHE: tl.constexpr):
+    # lesson 03's persistent copy with each side chosen apart: a tile comes in through the TMA engine or
+    # through ld.global (EVICT: its L2 eviction hint), and leaves through the engine or st.global
+    # (STORE_CACHE: its cache operator). Only the pointer side takes hints: Triton 3.6's descriptor
+    # load passes none.
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), num_stages=stages):
+        off_m, off_n = _tile_at(t, N, BLOCK_M, BLOCK_N)
+        rows = off_m + tl.arange(0, BLOCK_M)[:, None]
+        cols = off_n + tl.arange(0, BLOCK_N)[None, :]
+        mask = (rows < M) & (cols < N)
+        if LOAD_TMA:
+            tile = x_desc.load([off_m, off_n])
+        else:
+            tile = tl.load(x_ptr + rows * N + cols, mask=mask, eviction_policy=EVICT)
+        if STORE_TMA:
+            y_desc.store([off_m, off_n], tile)
+        else:
+            tl.store(y_ptr + rows * N + cols, tile, mask=mask, cache_modifier=STORE_CACHE)
+
+
+@triton.jit
+def read_tma_kernel(x_desc, sums_ptr, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, stages: tl.constexpr):
+    # the copy's read side alone: every tile in through TMA, added into a register tile so that the
+    # loads are used; one sum per program
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), num_stages=stages):
+        off_m, off_n = _tile_at(t, N, BLOCK_M, BLOCK_N)
+        acc += x_desc.load([off_m, off_n]).to(tl.float32)
+    tl.store(sums_ptr + tl.program_id(0), tl.sum(acc))
+
+
+@triton.jit
+def fill_tma_kernel(y_desc, value, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # the copy's write side alone: one register tile of ``value`` stored through TMA at every tile
+    tile = tl.full((BLOCK_M, BLOCK_N), value, y_desc.dtype)
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in range(tl.program_id(0), tiles, tl.num_programs(0)):
+        off_m, off_n = _tile_at(t, N, BLOCK_M, BLOCK_N)
+        y_desc.store([off_m, off_n], tile)
+
+
+def _host_maps(*named, box):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    tma_rules.ready(*[(name, t, box) for name, t in named])
+    return [TensorDescriptor.from_tensor(t, box) for _, t in named]
+
+
+def copy_paths(x, out=None, load="tma", store="tma", BLOCK_M=64, BLOCK_N=128, stages=4, programs=None,
+               evict_first=False, streaming_store=False, num_warps=4):
+    """y = x, persistent, with the load side and the store side each ``"tma"`` (host tensor maps) or
+    ``"pointer"``; ``evict_first`` / ``streaming_store``: the pointer side's cache hints (lesson 07)."""
+    for side, how in (("load", load), ("store", store)):
+        if how not in ("tma", "pointer"):
+            raise ArgumentError(f"copy_paths: {side} is 'tma' or 'pointer', got {how!r}")
+    y = _out("copy_paths", x, out, "matrix")  # the pointer side indexes rows * N + cols
+    x_desc, y_desc = _host_maps(("input", x), ("output", y), box=[BLOCK_M, BLOCK_N])
+    try:
+        copy_paths_kernel[(programs or sm_count(x),)](
+            x_desc, y_desc, x, y, x.shape[0], x.shape[1], BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages,
+            LOAD_TMA=load == "tma", STORE_TMA=store == "tma", EVICT="evict_first" if evict_first else "",
+            STORE_CACHE=".cs" if streaming_store else "", num_warps=num_warps)
+    except OutOfResources as e:
+        raise _overflow(e, x, BLOCK_M, BLOCK_N, stages, stages) from None
+    return y
+
+
+def read_tma(x, BLOCK_M=64, BLOCK_N=128, stages=4, programs=None, num_warps=4):
+    """The fp32 sums of x (one per program) read through TMA: the read side of ``copy_tma_loop`` alone."""
+    operands.check("read_tma", "x", x, layout="matrix")
+    (x_desc,) = _host_maps(("input", x), box=[BLOCK_M, BLOCK_N])
+    grid = programs or sm_count(x)
+    sums = x.new_empty(grid, dtype=torch.float32)
+    try:
+        read_tma_kernel[(grid,)](x_desc, sums, x.shape[0], x.shape[1], BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N,
+                                 stages=stages, num_warps=num_warps)
+    except OutOfResources as e:
+        raise _overflow(e, x, BLOCK_M, BLOCK_N, stages, stages) from None
+    return sums
+
+
+def fill_tma(y, value, BLOCK_M=64, BLOCK_N=128, programs=None, num_warps=4):
+    """y[:] = value through TMA stores: the write side of ``copy_tma_loop`` alone."""
+    operands.check("fill_tma", "y", y, layout="matrix")
+    (y_desc,) = _host_maps(("output", y), box=[BLOCK_M, BLOCK_N])
+    fill_tma_kernel[(programs or sm_count(y),)](y_desc, value, y.shape[0], y.shape[1], BLOCK_M=BLOCK_M,
+                                                BLOCK_N=BLOCK_N, num_warps=num_warps)
     return y

@@ -170,11 +170,12 @@ def _inputs(launcher, a, b, out):
 
 def _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile):
     """The course's message for a GEMM launch that ran out of shared memory (see ``smem.overflow``);
-    ``c_tile``: the kernel stages the output tile in shared memory for a TMA store."""
+    ``c_tile``: the fraction of the output tile the kernel stages in shared memory for a TMA store (1, a half
+    with SUBTILE, 0 without a TMA store)."""
     esize = a.element_size()
     return smem.overflow(e, f"{BLOCK_M}x{BLOCK_N}x{BLOCK_K} with {stages} stages", stages,
                          smem.gemm_stage_bytes(BLOCK_M, BLOCK_N, BLOCK_K, esize),
-                         BLOCK_M * BLOCK_N * esize if c_tile else 0)
+                         int(BLOCK_M * BLOCK_N * esize * c_tile))
 
 
 def _launch(kernel, a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, c_tile):
@@ -241,10 +242,10 @@ def matmul_tma(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, num_warps=N
 @triton.jit
 def matmul_tma_host_kernel(a_desc, b_desc, c_desc, M, N, K,
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                           GROUP_M: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+                           GROUP_M: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, SUBTILE: tl.constexpr):
     # the tensor maps come from the host (TensorDescriptor): no allocator, no map written per launch.
     # The grid decides the schedule: one program per tile runs the loop once, one per SM makes it
-    # persistent.
+    # persistent. SUBTILE: c_desc's box is half the tile's width and the tile leaves in two stores.
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
     for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True, warp_specialize=WARP_SPECIALIZE):
@@ -252,27 +253,43 @@ def matmul_tma_host_kernel(a_desc, b_desc, c_desc, M, N, K,
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for ki in range(k_tiles):
             acc = tl.dot(a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K]), b_desc.load([ki * BLOCK_K, pid_n * BLOCK_N]), acc)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c_desc.dtype))
+        store_tile(c_desc, acc.to(c_desc.dtype), pid_m * BLOCK_M, pid_n * BLOCK_N, SUBTILE)
 
 
-def _host_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K):
+@triton.jit
+def store_tile(c_desc, c, off_m, off_n, SUBTILE: tl.constexpr):
+    """Store the tile ``c`` at (off_m, off_n), whole or, with SUBTILE, as two halves side by side: the TMA
+    store stages what it writes in shared memory, so halves need half the staging buffer, room that a
+    pipeline stage can use."""
+    if SUBTILE:
+        BLOCK_M: tl.constexpr = c.shape[0]
+        HALF: tl.constexpr = c.shape[1] // 2
+        left, right = tl.split(tl.permute(tl.reshape(c, (BLOCK_M, 2, HALF)), (0, 2, 1)))
+        c_desc.store([off_m, off_n], left)
+        c_desc.store([off_m, off_n + HALF], right)
+    else:
+        c_desc.store([off_m, off_n], c)
+
+
+def _host_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, subtile=False):
     from triton.tools.tensor_descriptor import TensorDescriptor
-    tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]), ("C", c, [BLOCK_M, BLOCK_N]))
+    c_box = [BLOCK_M, BLOCK_N // 2 if subtile else BLOCK_N]
+    tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]), ("C", c, c_box))
     return (TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]), TensorDescriptor.from_tensor(b, [BLOCK_K, BLOCK_N]),
-            TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N]))
+            TensorDescriptor.from_tensor(c, c_box))
 
 
 def _host_launch(a, b, c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8,
-                 persistent=True, warp_specialize=False, programs=None):
+                 persistent=True, warp_specialize=False, subtile=False, programs=None):
     """(kernel, grid, args, kwargs) of one ``matmul_tma_host_kernel`` launch, operands checked."""
     M, K = a.shape
     N = b.shape[1]
-    descs = _host_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
+    descs = _host_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, subtile)
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     grid = _persistent_grid(a, b, BLOCK_M, BLOCK_N, programs) if persistent else (tiles,)
     return (matmul_tma_host_kernel, grid, (*descs, M, N, K),
             dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, WARP_SPECIALIZE=warp_specialize,
-                 num_stages=stages, num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N)))
+                 SUBTILE=subtile, num_stages=stages, num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N)))
 
 
 def _start(launch, a, c_tile=True, start=None):
@@ -283,16 +300,16 @@ def _start(launch, a, c_tile=True, start=None):
         return start(*launch) if start else kernel[grid](*args, **kwargs)
     except OutOfResources as e:
         raise _overflow(e, a, kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["BLOCK_K"], kwargs["num_stages"],
-                        c_tile) from None
+                        c_tile / 2 if kwargs.get("SUBTILE") else c_tile) from None
 
 
 def matmul_tma_host(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8,
-                    persistent=True, warp_specialize=False, programs=None, out=None):
+                    persistent=True, warp_specialize=False, subtile=False, programs=None, out=None):
     """C = A @ B with host-side tensor maps; ``persistent``: one program per SM (or ``programs``) walks the
-    tiles, else one program per tile (lesson 07)."""
+    tiles, else one program per tile; ``subtile``: the tile is stored in two halves (lesson 07)."""
     c = _inputs("matmul_tma_host", a, b, out)
     _start(_host_launch(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, persistent, warp_specialize,
-                        programs), a)
+                        subtile, programs), a)
     return c
 
 

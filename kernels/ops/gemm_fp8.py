@@ -17,7 +17,7 @@ from ..lab import operands, smem, tma_rules
 from ..lab.errors import CourseError
 from ..lab.mode import sm_count
 from ..lab.plan import Plan
-from .gemm import grouped_tile
+from .gemm import grouped_tile, store_tile
 
 FP8 = torch.float8_e4m3fn
 E4M3_MAX = 448.0  # the largest finite e4m3 value (OCP FP8 format: S.EEEE.MMM, bias 7, no infinities)
@@ -30,8 +30,9 @@ FAST_ACCUM = True
 @triton.jit
 def matmul_fp8_kernel(a_desc, bt_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      GROUP_M: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
-    # a_desc: A (M, K) e4m3; bt_desc: B^T (N, K) e4m3, K-major as wgmma needs; c_desc: C (M, N)
+                      GROUP_M: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, SUBTILE: tl.constexpr):
+    # a_desc: A (M, K) e4m3; bt_desc: B^T (N, K) e4m3, K-major as wgmma needs; c_desc: C (M, N), its box
+    # BLOCK_M x BLOCK_N, or half as wide with SUBTILE
     scale = tl.load(scale_a_ptr) * tl.load(scale_b_ptr)
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     k_tiles = tl.cdiv(K, BLOCK_K)
@@ -42,7 +43,7 @@ def matmul_fp8_kernel(a_desc, bt_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K
             a = a_desc.load([pid_m * BLOCK_M, ki * BLOCK_K])
             bt = bt_desc.load([pid_n * BLOCK_N, ki * BLOCK_K])
             acc = tl.dot(a, bt.T, acc)
-        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], (acc * scale).to(c_desc.dtype))
+        store_tile(c_desc, (acc * scale).to(c_desc.dtype), pid_m * BLOCK_M, pid_n * BLOCK_N, SUBTILE)
 
 
 def quantize(x, dtype=FP8):
@@ -69,25 +70,27 @@ def _check(a, bt, scale_a, scale_b, out_dtype):
 
 
 def _launch(a, bt, scale_a, scale_b, c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, stages=3, num_warps=8, GROUP_M=8,
-            persistent=True, warp_specialize=False, programs=None):
+            persistent=True, warp_specialize=False, subtile=False, programs=None):
     """(kernel, grid, args, kwargs) of one launch, host-side tensor maps."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     M, K = a.shape
     N = bt.shape[0]
-    tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B^T", bt, [BLOCK_N, BLOCK_K]), ("C", c, [BLOCK_M, BLOCK_N]))
+    c_box = [BLOCK_M, BLOCK_N // 2 if subtile else BLOCK_N]
+    tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B^T", bt, [BLOCK_N, BLOCK_K]), ("C", c, c_box))
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     grid = (min(tiles, programs or sm_count(a)),) if persistent else (tiles,)
     descs = (TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]), TensorDescriptor.from_tensor(bt, [BLOCK_N, BLOCK_K]),
-             TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N]))
+             TensorDescriptor.from_tensor(c, c_box))
     return (matmul_fp8_kernel, grid, (*descs, scale_a, scale_b, M, N, K),
             dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, WARP_SPECIALIZE=warp_specialize,
-                 num_stages=stages, num_warps=num_warps))
+                 SUBTILE=subtile, num_stages=stages, num_warps=num_warps))
 
 
 def _overflow(e, c, kwargs):
     m, n, k, s = kwargs["BLOCK_M"], kwargs["BLOCK_N"], kwargs["BLOCK_K"], kwargs["num_stages"]
+    c_cols = n // 2 if kwargs["SUBTILE"] else n
     return smem.overflow(e, f"{m}x{n}x{k} e4m3 with {s} stages", s, smem.gemm_stage_bytes(m, n, k, 1),
-                         m * n * c.element_size())
+                         m * c_cols * c.element_size())
 
 
 def _out(a, bt, scale_a, scale_b, out_dtype, out):
@@ -99,7 +102,7 @@ def _out(a, bt, scale_a, scale_b, out_dtype, out):
 
 def matmul_fp8(a, bt, scale_a, scale_b, out_dtype=torch.bfloat16, out=None, **config):
     """C = (A @ B) * scale_a * scale_b from A (M, K) and B^T (N, K) in e4m3; ``config``: BLOCK_M, BLOCK_N,
-    BLOCK_K, stages, num_warps, GROUP_M, persistent, warp_specialize, programs (see ``_launch``)."""
+    BLOCK_K, stages, num_warps, GROUP_M, persistent, warp_specialize, subtile, programs (see ``_launch``)."""
     c = _out(a, bt, scale_a, scale_b, out.dtype if out is not None else out_dtype, out)
     kernel, grid, args, kwargs = _launch(a, bt, scale_a, scale_b, c, **config)
     try:
@@ -131,7 +134,7 @@ def scaled_mm(a, bt, scale_a, scale_b, out_dtype=torch.bfloat16, fast_accum=FAST
 
 
 def compile_sm90(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, stages=3, num_warps=8, GROUP_M=8, shape=(8192, 8192, 4096),
-                 kernel=matmul_fp8_kernel, b_kmajor=True, **meta):
+                 kernel=matmul_fp8_kernel, b_kmajor=True, subtile=False, **meta):
     """The sm_90 code of ``kernel`` (``matmul_fp8_kernel``'s arguments: the A, B and C tensor maps, the two
     scales, M, N, K) for an M x N x K e4m3 GEMM at this tile, as a launch compiles it; nothing runs.
     ``b_kmajor=False`` describes B as (K, N) instead of B^T (N, K), for a kernel that loads it that way."""
@@ -145,7 +148,7 @@ def compile_sm90(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, stages=3, num_warps=8, G
     scales = [torch.ones((), device=DEVICE) for _ in range(2)]
     descs = (TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]),
              TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K] if b_kmajor else [BLOCK_K, BLOCK_N]),
-             TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N]))
-    meta = dict(dict(WARP_SPECIALIZE=False), **meta) if kernel is matmul_fp8_kernel else meta
+             TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N // 2 if subtile else BLOCK_N]))
+    meta = dict(dict(WARP_SPECIALIZE=False, SUBTILE=subtile), **meta) if kernel is matmul_fp8_kernel else meta
     return aot.compile_sm90(kernel, *descs, *scales, M, N, K, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
                             GROUP_M=GROUP_M, num_stages=stages, num_warps=num_warps, **meta)
