@@ -215,9 +215,9 @@ def copy_paths_kernel(x_desc, y_desc, x_ptr, y_ptr, M, N,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, stages: tl.constexpr,
                       LOAD_TMA: tl.constexpr, STORE_TMA: tl.constexpr, EVICT: tl.constexpr, STORE_CACHE: tl.constexpr):
     # lesson 03's persistent copy with each side chosen apart: a tile comes in through the TMA engine or
-    # through ld.global (EVICT: its L2 eviction hint), and leaves through the engine or st.global
-    # (STORE_CACHE: its cache operator). Only the pointer side takes hints: Triton 3.6's descriptor
-    # load passes none.
+    # through pointer loads (cp.async once tl.range pipelines them, lesson 02; EVICT: their L2 eviction
+    # hint), and leaves through the engine or st.global (STORE_CACHE: its cache operator). Only the
+    # pointer side takes hints: Triton 3.6's descriptor load passes none.
     tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
     for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), num_stages=stages):
         off_m, off_n = _tile_at(t, N, BLOCK_M, BLOCK_N)

@@ -271,12 +271,17 @@ def store_tile(c_desc, c, off_m, off_n, SUBTILE: tl.constexpr):
         c_desc.store([off_m, off_n], c)
 
 
+def c_box(BLOCK_M, BLOCK_N, subtile=False):
+    """The output's TMA box: the whole tile, or (``subtile``) the half that ``store_tile`` stores at a time."""
+    return [BLOCK_M, BLOCK_N // 2 if subtile else BLOCK_N]
+
+
 def _host_descriptors(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, subtile=False):
     from triton.tools.tensor_descriptor import TensorDescriptor
-    c_box = [BLOCK_M, BLOCK_N // 2 if subtile else BLOCK_N]
-    tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]), ("C", c, c_box))
+    out_box = c_box(BLOCK_M, BLOCK_N, subtile)
+    tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B", b, [BLOCK_K, BLOCK_N]), ("C", c, out_box))
     return (TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]), TensorDescriptor.from_tensor(b, [BLOCK_K, BLOCK_N]),
-            TensorDescriptor.from_tensor(c, c_box))
+            TensorDescriptor.from_tensor(c, out_box))
 
 
 def _host_launch(a, b, c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8,

@@ -17,7 +17,7 @@ from ..lab import operands, smem, tma_rules
 from ..lab.errors import CourseError
 from ..lab.mode import sm_count
 from ..lab.plan import Plan
-from .gemm import grouped_tile, store_tile
+from .gemm import c_box, grouped_tile, store_tile
 
 FP8 = torch.float8_e4m3fn
 E4M3_MAX = 448.0  # the largest finite e4m3 value (OCP FP8 format: S.EEEE.MMM, bias 7, no infinities)
@@ -75,12 +75,12 @@ def _launch(a, bt, scale_a, scale_b, c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, s
     from triton.tools.tensor_descriptor import TensorDescriptor
     M, K = a.shape
     N = bt.shape[0]
-    c_box = [BLOCK_M, BLOCK_N // 2 if subtile else BLOCK_N]
-    tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B^T", bt, [BLOCK_N, BLOCK_K]), ("C", c, c_box))
+    out_box = c_box(BLOCK_M, BLOCK_N, subtile)
+    tma_rules.ready(("A", a, [BLOCK_M, BLOCK_K]), ("B^T", bt, [BLOCK_N, BLOCK_K]), ("C", c, out_box))
     tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
     grid = (min(tiles, programs or sm_count(a)),) if persistent else (tiles,)
     descs = (TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]), TensorDescriptor.from_tensor(bt, [BLOCK_N, BLOCK_K]),
-             TensorDescriptor.from_tensor(c, c_box))
+             TensorDescriptor.from_tensor(c, out_box))
     return (matmul_fp8_kernel, grid, (*descs, scale_a, scale_b, M, N, K),
             dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=GROUP_M, WARP_SPECIALIZE=warp_specialize,
                  SUBTILE=subtile, num_stages=stages, num_warps=num_warps))
@@ -148,7 +148,7 @@ def compile_sm90(BLOCK_M=128, BLOCK_N=256, BLOCK_K=128, stages=3, num_warps=8, G
     scales = [torch.ones((), device=DEVICE) for _ in range(2)]
     descs = (TensorDescriptor.from_tensor(a, [BLOCK_M, BLOCK_K]),
              TensorDescriptor.from_tensor(b, [BLOCK_N, BLOCK_K] if b_kmajor else [BLOCK_K, BLOCK_N]),
-             TensorDescriptor.from_tensor(c, [BLOCK_M, BLOCK_N // 2 if subtile else BLOCK_N]))
+             TensorDescriptor.from_tensor(c, c_box(BLOCK_M, BLOCK_N, subtile)))
     meta = dict(dict(WARP_SPECIALIZE=False, SUBTILE=subtile), **meta) if kernel is matmul_fp8_kernel else meta
     return aot.compile_sm90(kernel, *descs, *scales, M, N, K, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K,
                             GROUP_M=GROUP_M, num_stages=stages, num_warps=num_warps, **meta)
