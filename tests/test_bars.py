@@ -98,25 +98,24 @@ def test_lesson07_gemm_bars_and_the_copy_study():
     from kernels.lessons import l07_shapes_and_waves as l07
     g, (_, low), below, _ = l07.bars(Run(store.select(l07.LESSON, "best"), "recorded"))
     assert g >= l07.BAR_GEOMEAN and low >= l07.BAR_MIN and not below
-    copies = store.select(l07.LESSON, "copy")
-    best, _ = l07.copy_bar(copies)
+    recs = store.select(l07.LESSON, "copy")
+    best, _ = l07.copy_bar(recs)
     assert best >= l07.BAR_COPY
     # what section 6 states: latency-bound at 16 KiB in flight per SM, flat past 48 KiB; hints change nothing;
     # the ring loses to one tile per program in both languages, and only the CUDA one-tile copy reaches the bar
-    sweep = {(l07.in_flight_kib(r["config"]), tuple(sorted(r["config"].items()))): x
-             for r, x in l07._vs_torch(l07._copy_groups(copies)[0]) if "per_sm" in r["config"]}
+    sweep = {(l07.in_flight_kib(r["config"]), tuple(sorted(r["config"].items()))): x for r, x in l07.sweep(recs)}
     at = lambda kib: [x for (k, _), x in sweep.items() if k == kib]
     assert max(at(16)) < 0.65 and max(x for (k, _), x in sweep.items() if k > 48) <= max(at(48)) + 0.005
     paths = {(r["config"]["load"], r["config"]["store"], r["config"]["hints"]): x
-             for r, x in l07._vs_torch(l07._copy_groups(copies)[0]) if r["name"] == "copy_paths"}
+             for r, x in l07.copies(recs) if r["name"] == "copy_paths"}
     assert all(abs(paths[(lo, st, True)] - paths[(lo, st, False)]) < 0.005 for lo, st, _ in paths)
     assert paths[("pointer", "tma", False)] < 0.7
-    q = {k: x for k, (_, x) in l07.copy_questions(copies).items()}
+    q = {k: x for k, (_, x) in l07.copy_questions(recs).items()}
     for regs in ("registers", "no registers"):
         assert q[(regs, "persistent ring")] < q[(regs, "one tile per program")]
     assert q[("no registers", "one tile per program")] >= l07.BAR_COPY > max(
         x for k, x in q.items() if k != ("no registers", "one tile per program"))
-    one_way = {r["name"]: r["ms"] for r in l07._copy_groups(copies)[1]}
+    one_way = {r["name"]: r["ms"] for r in l07._copy_groups(recs)[1]}
     assert one_way["read_tma"] < one_way["torch_sum"] and one_way["fill_tma"] < one_way["torch_fill"]
     assert abs(one_way["read_tma"] + one_way["fill_tma"] - one_way["torch_copy"]) < 0.05 * one_way["torch_copy"]
 

@@ -606,9 +606,16 @@ def _copy_groups(records):
     return [r for r in records if not r["config"].get("one_way")], one_way
 
 
-def _vs_torch(group):
+def copies(records):
+    """[(record, x torch copy)] of every copy timed with the first torch_copy."""
+    group = _copy_groups(records)[0]
     base = next(r for r in group if r["name"] == "torch_copy")
     return [(r, base["ms"] / r["ms"]) for r in group if r is not base]
+
+
+def sweep(records):
+    """[(record, x torch copy)] of the sweep (``copy_sweep()``) alone."""
+    return [(r, x) for r, x in copies(records) if r["name"] == "copy_tma_loop" and "per_sm" in r["config"]]
 
 
 def torch_copy_is(records):
@@ -625,10 +632,10 @@ def in_flight_kib(cfg):
 
 def plot_copy_sweep(records, label, ax=None):
     ax = ax or plt.subplots(figsize=(6.4, 3.4))[1]
-    sweep = [(r, x) for r, x in _vs_torch(_copy_groups(records)[0]) if r["name"] == "copy_tma_loop" and "per_sm" in r["config"]]
+    swept = sweep(records)
     for i, (m, n) in enumerate(COPY_BOXES):
         for per, marker in zip(COPY_PER_SM, "o^s"):
-            pts = sorted((in_flight_kib(r["config"]), x) for r, x in sweep
+            pts = sorted((in_flight_kib(r["config"]), x) for r, x in swept
                          if (r["config"]["BLOCK_M"], r["config"]["BLOCK_N"]) == (m, n) and r["config"]["per_sm"] == per)
             if pts:
                 ax.plot(*zip(*pts), marker=marker, color=f"C{i}", ls="-" if per == 1 else ":",
@@ -642,12 +649,11 @@ def plot_copy_sweep(records, label, ax=None):
 
 
 def print_copy_sweep(records, top=4):
-    sweep = sorted(((r, x) for r, x in _vs_torch(_copy_groups(records)[0])
-                    if r["name"] == "copy_tma_loop" and "per_sm" in r["config"]), key=lambda rx: -rx[1])
-    lo = min(sweep, key=lambda rx: rx[1])
-    print(f"{len(sweep)} configurations, from {lo[1]:.3f}x ({_copy_cfg(lo[0]['config'])}) to {sweep[0][1]:.3f}x; "
+    swept = sorted(sweep(records), key=lambda rx: -rx[1])
+    lo = swept[-1]
+    print(f"{len(swept)} configurations, from {lo[1]:.3f}x ({_copy_cfg(lo[0]['config'])}) to {swept[0][1]:.3f}x; "
           f"the {top} fastest:")
-    for r, x in sweep[:top]:
+    for r, x in swept[:top]:
         print(f"  {_copy_cfg(r['config']):36s} {in_flight_kib(r['config']):5.0f} KiB in flight/SM  {r['gbps']:6.0f} GB/s  "
               f"{x:.3f}x")
 
@@ -661,7 +667,7 @@ def _copy_cfg(cfg):
 
 def print_copy_paths(records):
     """The copy with each side through TMA or pointers, hints on the pointer side or not."""
-    for r, x in _vs_torch(_copy_groups(records)[0]):
+    for r, x in copies(records):
         if r["name"] == "copy_paths":
             c = r["config"]
             hints = "evict_first load / .cs store" if c["hints"] else "no hints"
@@ -693,7 +699,7 @@ def path_code():
 def copy_questions(records):
     """{(through registers?, schedule): (record, x torch copy)} - the two questions at lesson 03's box."""
     got = {}
-    for r, x in _vs_torch(_copy_groups(records)[0]):
+    for r, x in copies(records):
         c = r["config"]
         if r["name"] == "copy_tma_loop" and (c.get("programs") == "one per tile" or
                                              (c.get("per_sm") == 1 and c["stages"] == 4 and c["BLOCK_M"] == 64
@@ -727,7 +733,7 @@ def print_one_way(records):
 
 def copy_bar(records):
     """The copy's bar, computed: (the best TMA copy's ratio to torch's copy, verdict lines)."""
-    tma = [(r, x) for r, x in _vs_torch(_copy_groups(records)[0]) if r["name"] in TMA_COPIES]
+    tma = [(r, x) for r, x in copies(records) if r["name"] in TMA_COPIES]
     (best, x), (tbest, tx) = (max(rs, key=lambda rx: rx[1]) for rs in (tma, [rx for rx in tma
                                                                            if rx[0]["name"] == "copy_tma_loop"]))
     return x, [f"best TMA copy at 16384^2 fp16: {best['name']} ({_copy_cfg(best['config'])}) {x:.3f}x torch copy "

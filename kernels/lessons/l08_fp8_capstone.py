@@ -85,15 +85,6 @@ def search():
     return measure.run(LESSON, "search", measure_search, NEEDS)
 
 
-def winners(records):
-    """{shape: the fastest gemm_fp8 record}."""
-    best = {}
-    for r in records:
-        if r["name"] == "gemm_fp8" and (tuple(r["shape"]) not in best or r["ms"] < best[tuple(r["shape"])]["ms"]):
-            best[tuple(r["shape"])] = r
-    return best
-
-
 def candidates(records, shape, top=CANDIDATES):
     """The ``top`` fastest configurations of the screen at ``shape``, fastest first."""
     rs = sorted((r for r in records if r["name"] == "gemm_fp8" and tuple(r["shape"]) == tuple(shape)),
