@@ -7,7 +7,7 @@ maps and launches the kernels on torch tensors, which only ``build`` compiles (w
 
 What lesson 06's extensions share is written once here and pasted into their sources: ``TMA_DEVICE`` (device
 helpers, one PTX instruction each) into ``kernels``, ``TENSOR_MAP_HOST`` (finding and calling the driver's
-tensor-map encoder) into ``launchers``."""
+tensor-map encoder) into ``launchers``; ``build`` puts ``TORCH_HOST``, the few torch headers they use, first."""
 import hashlib
 import os
 import re
@@ -70,12 +70,21 @@ __device__ __forceinline__ bool mbar_try_wait(uint32_t bar, uint32_t phase) {
 // ---- (end of TMA_DEVICE)
 """
 
+# The torch a module's ``launchers`` use, and no more: nvcc compiles them with the kernels, and it spends about a
+# minute on all of ATen (torch/extension.h, or the torch/types.h that load_inline would add), seconds on these.
+TORCH_HOST = r"""
+#include <ATen/core/Tensor.h>
+#include <c10/cuda/CUDAException.h>   // C10_CUDA_CHECK, C10_CUDA_KERNEL_LAUNCH_CHECK
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>      // (not ATen/cuda/CUDAContext.h, which pulls in cuSPARSE and cuBLAS headers)
+namespace torch { using namespace at; }  // torch::Tensor, torch::kHalf, as torch/types.h names them
+"""
+
 # Host C++ for a module's ``launchers``: the driver's tensor-map encoder found through the runtime (CUDA Runtime
 # API, cudaGetDriverEntryPointByVersion), and a 2D map over a row-major torch tensor encoded with it (CUDA Driver
 # API, cuTensorMapEncodeTiled). ``static``: each extension is one translation unit.
 TENSOR_MAP_HOST = r"""
 // ---- shared by lesson 06's extensions (kernels/lab/cuda.py, TENSOR_MAP_HOST) -----------------------------
-#include <torch/extension.h>
 #include <cudaTypedefs.h>   // PFN_cuTensorMapEncodeTiled_v12000
 
 // The driver's encoder, reached through the runtime: no -lcuda at link time. Looked up once.
@@ -192,8 +201,10 @@ def build(name, kernels, launchers, functions, flags=()):
         raise NoGPUError(f"{name}: building and launching CUDA needs a GPU; without one the lesson reads the "
                          "PTX and SASS nvcc compiles here")
     from torch.utils.cpp_extension import load_inline
-    key = hashlib.sha256((kernels + launchers + " ".join(flags)).encode()).hexdigest()[:12]
-    decls = "\n".join(f"{sig};" for sig in functions.values())
-    return load_inline(name=f"{name}_{key}", cpp_sources=[decls], cuda_sources=[kernels + "\n" + launchers],
+    cuda_source = kernels + "\n" + TORCH_HOST + launchers
+    key = hashlib.sha256((cuda_source + " ".join(flags)).encode()).hexdigest()[:12]
+    # no_implicit_headers: the .cu gets TORCH_HOST instead of all of ATen, the binding file the Python header only
+    binding = "#include <torch/python.h>\n" + "\n".join(f"{sig};" for sig in functions.values())
+    return load_inline(name=f"{name}_{key}", cpp_sources=[binding], cuda_sources=[cuda_source],
                        functions=list(functions), extra_cuda_cflags=[f"-arch={ARCH}", "-O3", "-std=c++17", *flags],
-                       verbose=False)
+                       no_implicit_headers=True, verbose=False)

@@ -140,11 +140,7 @@ __global__ void tma_layout(const __grid_constant__ CUtensorMap map, uint32_t* ou
 }  // namespace banks
 """
 
-LAUNCHERS = r"""
-#include <torch/extension.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/cuda/CUDAException.h>
-""" + cuda.TENSOR_MAP_HOST + r"""
+LAUNCHERS = cuda.TENSOR_MAP_HOST + r"""
 namespace {
 
 // A map over a row-major 2D tensor of 16-bit elements (moved as raw bits), box_rows x box_cols, no L2 promotion.

@@ -214,11 +214,7 @@ tile_sums(const __grid_constant__ CUtensorMap map, float *__restrict__ out, int 
 }
 """
 
-LAUNCHERS = r"""
-#include <torch/extension.h>
-#include <c10/cuda/CUDAStream.h>   // the stream torch is using
-#include <cuda_runtime.h>
-""" + cuda.TENSOR_MAP_HOST + r"""
+LAUNCHERS = cuda.TENSOR_MAP_HOST + r"""
 
 #define CHECK_CUDA(call) do { cudaError_t e_ = (call); \
   TORCH_CHECK(e_ == cudaSuccess, #call " failed: ", cudaGetErrorString(e_)); } while (0)
