@@ -200,6 +200,15 @@ def test_without_a_gpu_the_launch_says_so():
         banks_cuda.column_read(torch.randn(32, 64, dtype=torch.float16))
 
 
+@pytest.mark.skipif(kernels.MODE != "hopper", reason="the real extension: TMA needs a Hopper GPU")
+@pytest.mark.parametrize("width", [4, 16])
+def test_on_hopper_every_read_matches_the_reference(width):
+    x = banks_cuda.tile(4)
+    for swizzled in (False, True):
+        assert torch.equal(banks_cuda.column_read(x, width, swizzled, 64), banks_cuda.reference(x, width, 64)), swizzled
+    banks_cuda.check_status(x.device)
+
+
 def test_rows_narrower_than_the_span_are_not_drawn_from_the_address_rule():
     # the H200 laid out 128B-swizzled 64- and 32-byte rows, and 64B-swizzled 32-byte rows, differently from
     # the rule (gpu check of 2026-11-30); TMA accepts such boxes, the course's model refuses to draw them

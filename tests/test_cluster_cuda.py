@@ -7,6 +7,7 @@ import shutil
 import pytest
 import torch
 
+from kernels.lab.check import rel_err
 from kernels.lab.errors import ArgumentError, CourseError, NoGPUError, TMAError
 from kernels.lab.mode import DEVICE, MODE
 from kernels.ops import cluster_cuda as cc
@@ -89,12 +90,25 @@ def test_tile_sums_checks_its_tensor_first():
         cc.tile_sums(_x(512, 128), clusters=2, out=torch.empty(3, 64, device=DEVICE))
 
 
-@pytest.mark.skipif(MODE == "hopper", reason="on a Hopper GPU the kernels run (the GPU script checks them)")
+@pytest.mark.skipif(MODE == "hopper", reason="on a Hopper GPU the kernels run (the next test)")
 def test_without_a_hopper_gpu_the_launchers_say_what_to_read_instead():
     with pytest.raises(NoGPUError, match="compiled"):
         cc.tile_sums(_x(512, 128), clusters=2)
     with pytest.raises(NoGPUError, match="Hopper"):
         cc.dsmem_ring(_x(4, 32, dtype=torch.float32))
+
+
+@pytest.mark.skipif(MODE != "hopper", reason="clusters, DSMEM and TMA multicast need a Hopper GPU")
+@pytest.mark.parametrize("cluster, multicast, shared", [(2, True, False), (4, True, True), (2, False, False)])
+def test_on_hopper_the_kernels_match_their_references(cluster, multicast, shared):
+    x = _x(4, 32, dtype=torch.float32)
+    out, ranks = cc.dsmem_ring(x)
+    assert torch.equal(out, cc.dsmem_reference(x)) and ranks.tolist() == [0, 1, 0, 1]
+    x = _x(1024, 512)
+    sums, timeouts = cc.tile_sums(x, cluster=cluster, multicast=multicast, rows=64, clusters=8, shared=shared)
+    cc.check_timeouts(timeouts)
+    ref = cc.tile_sums_reference(x, cluster=cluster, rows=64, clusters=8, shared=shared)
+    assert rel_err(sums, ref) < 1e-3  # fp32 sums of fp16 tiles, against float64 (lesson 06's tolerance)
 
 
 def test_dsmem_reference_swaps_the_rows_of_each_cluster():

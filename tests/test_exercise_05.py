@@ -196,8 +196,11 @@ def _uncleared(M, N, K, block_M, block_N, block_K, stages):
 
 def test_ex05_an_accumulator_never_cleared_is_named_in_values_and_accumulator():
     passed, text = report(ex05.check, _uncleared)
-    assert not passed and "acc is never cleared before the K loop" in text, text
+    assert not passed
     assert "FAIL  accumulator: acc is read by the first T.gemm before anything writes it" in text, text
+    # the values: wrong in CPU mode; on the H200 (2026-12-01) they came out right, the registers having held
+    # zeros, so there the accumulator check alone names the mistake
+    assert "acc is never cleared before the K loop" in text or (kernels.MODE == "hopper" and "pass  values" in text), text
     assert "a load read past an edge" not in text  # not the Triton diagnosis: nothing is masked here
 
 

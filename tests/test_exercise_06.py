@@ -29,6 +29,32 @@ def _wrong(old, new):
 
 ARM = "mbar_arrive_expect_tx(full + 8 * s, BOX_M * BOX_N * 2);"
 WAIT = "mbar_wait_bounded(full + 8 * slot, phase, budget_ns)"
+COUNTS = ("BOX_M * BOX_N", "BOX_M * BOX_N * sizeof(float)", "SLOT_STRIDE")  # wrong byte counts
+WRONG = {
+    "no expect_tx": _wrong(ARM, ""),
+    **{f"count {c}": _wrong("BOX_M * BOX_N * 2)", c + ")") for c in COUNTS},
+    "no phase flip": _wrong("phase ^= 1;", ""),
+    "phase starts at 1": _wrong("uint32_t phase = 0;", "uint32_t phase = 1;"),
+    "no fence": _wrong("    fence_proxy_async();\n", ""),
+    "other slot's barrier": _wrong(WAIT, "mbar_wait_bounded(full + 8 * (slot ^ 1), phase, budget_ns)"),
+    "too few arguments": _wrong(WAIT, "mbar_wait_bounded(full + 8 * slot, phase)"),
+    "two-slot flip": _wrong("if (++slot == STAGES) {  // the ring wrapped: every barrier's next phase has the other "
+                            "parity\n      slot = 0;\n      phase ^= 1;\n    }", "slot ^= 1;\n    if (slot == 0) phase ^= 1;"),
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_build_for_every_answer():
+    """On a GPU the check builds each answer it runs into an extension (ex06.build): seconds of g++ and nvcc
+    over torch's headers each time. Every answer that compiles goes into one extension up front instead."""
+    if ex06.LIVE:
+        compiled = []
+        for answer in (RIGHT, *WRONG.values()):
+            try:
+                compiled.append(ex06.compile_ptx(answer)[1])
+            except ex06.CompileError:
+                pass
+        ex06.build(*compiled)
 
 
 def test_ex06_the_solution_passes_and_the_exercise_is_not_attempted():
@@ -40,39 +66,39 @@ def test_ex06_the_solution_passes_and_the_exercise_is_not_attempted():
 
 
 def test_ex06_no_expect_tx_is_named_in_the_ptx_and_never_completes_in_the_model():
-    passed, text = report(ex06.check, _wrong(ARM, ""))
+    passed, text = report(ex06.check, WRONG["no expect_tx"])
     assert not passed
     assert "FAIL  the protocol in the PTX: no mbarrier.arrive.expect_tx: nothing arms the barriers" in text, text
     assert "the barrier never completed" in text, text
 
 
 @pytest.mark.parametrize("count, words", [
-    ("BOX_M * BOX_N", "armed with 8192 bytes, but one TMA load of a 64x128 fp16 box delivers 16384: 8192 is half "
+    (COUNTS[0], "armed with 8192 bytes, but one TMA load of a 64x128 fp16 box delivers 16384: 8192 is half "
                       "the tile"),
-    ("BOX_M * BOX_N * sizeof(float)", "armed with 32768 bytes, but one TMA load of a 64x128 fp16 box delivers "
+    (COUNTS[1], "armed with 32768 bytes, but one TMA load of a 64x128 fp16 box delivers "
                                       "16384: 32768 is the tile in fp32"),
-    ("SLOT_STRIDE", "32768 is the tile in fp32 (4 bytes an element; the tensors are fp16, 2 bytes) - or the slots' "
+    (COUNTS[2], "32768 is the tile in fp32 (4 bytes an element; the tensors are fp16, 2 bytes) - or the slots' "
                     "stride"),
 ])
 def test_ex06_a_wrong_byte_count_is_read_from_the_ptx(count, words):
-    passed, text = report(ex06.check, _wrong("BOX_M * BOX_N * 2)", count + ")"))
+    passed, text = report(ex06.check, WRONG[f"count {count}"])
     assert not passed and words in text, text
 
 
 def test_ex06_a_short_count_lets_the_store_read_a_half_landed_tile_in_the_model():
-    passed, text = report(ex06.check, _wrong("BOX_M * BOX_N * 2)", "BOX_M * BOX_N)"))
+    passed, text = report(ex06.check, WRONG[f"count {COUNTS[0]}"])
     assert "of 16384 bytes had not landed yet: the barrier's phase completed before the whole tile had landed" \
         in text, text
 
 
 def test_ex06_an_over_count_never_completes_in_the_model():
-    passed, text = report(ex06.check, _wrong("BOX_M * BOX_N * 2)", "SLOT_STRIDE)"))
+    passed, text = report(ex06.check, WRONG[f"count {COUNTS[2]}"])
     assert "FAIL  the protocol, tile by tile (a model of the barriers)" in text
     assert "the barrier never completed" in text and "its bytes never add up to what it was armed for" in text, text
 
 
 def test_ex06_a_phase_never_flipped():
-    passed, text = report(ex06.check, _wrong("phase ^= 1;", ""))
+    passed, text = report(ex06.check, WRONG["no phase flip"])
     assert not passed
     assert "the parity the waits ask for never changes in the loop: the phase must flip" in text, text
     assert ("which had already completed (a round earlier), so it returned at once: the phase must flip each time "
@@ -80,25 +106,25 @@ def test_ex06_a_phase_never_flipped():
 
 
 def test_ex06_a_phase_starting_at_the_wrong_parity_returns_at_once():
-    passed, text = report(ex06.check, _wrong("uint32_t phase = 0;", "uint32_t phase = 1;"))
+    passed, text = report(ex06.check, WRONG["phase starts at 1"])
     assert not passed and "the wait asked for the phase of parity 1, which had already completed" in text, text
 
 
 def test_ex06_no_fence_before_the_store():
-    passed, text = report(ex06.check, _wrong("    fence_proxy_async();\n", ""))
+    passed, text = report(ex06.check, WRONG["no fence"])
     assert not passed
     assert "no fence.proxy.async between the wait and the TMA store" in text, text
     assert "was stored with no fence_proxy_async() between the wait and the TMA store" in text, text
 
 
 def test_ex06_a_wait_on_the_other_slots_barrier():
-    passed, text = report(ex06.check, _wrong(WAIT, "mbar_wait_bounded(full + 8 * (slot ^ 1), phase, budget_ns)"))
+    passed, text = report(ex06.check, WRONG["other slot's barrier"])
     assert not passed
     assert "the tile sits in the slot at" in text and "wait on the barrier of the slot you store from" in text, text
 
 
 def test_ex06_a_compile_error_names_the_learners_line():
-    bad = _wrong(WAIT, "mbar_wait_bounded(full + 8 * slot, phase)")
+    bad = WRONG["too few arguments"]
     line = next(i for i, l in enumerate(bad.splitlines(), 1) if "mbar_wait_bounded(full + 8 * slot, phase)" in l)
     # the string starts on the line after RING = r""" (line 1 of the cell): its line n is the cell's line n + 1
     passed, text = report(ex06.check, bad)
@@ -110,9 +136,7 @@ def test_ex06_a_compile_error_names_the_learners_line():
 
 
 def test_ex06_stretch_a_two_slot_only_flip_fails_with_three_slots():
-    two_only = _wrong("if (++slot == STAGES) {  // the ring wrapped: every barrier's next phase has the other parity\n"
-                      "      slot = 0;\n      phase ^= 1;\n    }",
-                      "slot ^= 1;\n    if (slot == 0) phase ^= 1;")
+    two_only = WRONG["two-slot flip"]
     assert report(ex06.check, two_only)[0]  # right for two slots
     passed, text = report(ex06.stretch, two_only)
     assert not passed and "FAIL  3 slots" in text, text

@@ -104,7 +104,7 @@ def test_plans_count_tiles_grid_and_shared_memory():
     assert "box 64x128 (16 KiB), 2 slot(s)" in p.text()
 
 
-@pytest.mark.skipif(kernels.MODE != "cpu", reason="the GPU builds the real extension (gpu-checks/tma.py)")
+@pytest.mark.skipif(kernels.MODE != "cpu", reason="a GPU builds the real extension (the test after the stand-in's)")
 def test_building_needs_a_gpu():
     with pytest.raises(NoGPUError, match="needs a GPU"):
         tc.copy_tile(_x(64, 128))
@@ -131,7 +131,8 @@ class FakeExtension:
             y.copy_(x)
 
 
-@pytest.mark.skipif(kernels.MODE != "cpu", reason="a stand-in extension on CPU tensors")
+@pytest.mark.skipif(kernels.MODE != "cpu", reason="a stand-in extension on CPU tensors; a Hopper GPU runs the real one "
+                                                   "(the next test)")
 def test_the_launchers_report_what_the_bounded_waits_saw(monkeypatch):
     monkeypatch.setattr(tc, "_MODULE", FakeExtension())
     x = _x(128, 256)
@@ -147,6 +148,17 @@ def test_the_launchers_report_what_the_bounded_waits_saw(monkeypatch):
     with pytest.raises(CourseError, match="64 or fewer"):
         tc.wrong_count(_x(1024, 1024), 16400)
     monkeypatch.setattr(tc, "_MODULE", FakeExtension(lose_tiles=True))
-    with pytest.raises(tc.BarrierTimeout, match="ring: a barrier never completed within 100 ms .3 of 4 CTAs"):
+    with pytest.raises(tc.BarrierTimeout, match="ring: a barrier never completed within 1000 ms .3 of 4 CTAs"):
         tc.ring(x, ctas_per_sm=1)
     assert tc.timeouts(x) == 0  # the counter starts again at zero after a report
+
+
+@pytest.mark.skipif(kernels.MODE != "hopper", reason="the real extension: TMA needs a Hopper GPU")
+def test_on_hopper_the_real_copies_are_exact_and_a_wrong_count_times_out():
+    x = _x(300, 520)  # ragged: the last boxes hang over both edges
+    for dtype in tc.DTYPES:
+        xd = x.to(dtype)
+        assert torch.equal(tc.copy_tile(xd), xd) and torch.equal(tc.ring(xd, stages=3), xd), dtype
+    bad = tc.wrong_count(x[:128, :256].contiguous(), 16384 + 16, budget_us=200)
+    assert not bad["completed"] and bad["timed_out"] == bad["ctas"] == 4, bad
+    assert tc.wrong_count(x[:128, :256].contiguous(), 16384)["completed"] and tc.timeouts(x) == 0
