@@ -12,10 +12,18 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 # exercises/ run in tests/test_notebooks.py, which asserts what they print
 NOTEBOOKS = notebooks solutions
-# pytest-xdist workers; a notebook's cells stay together in one worker (--dist loadfile)
-JOBS   ?= 2
+# pytest-xdist workers: one per core, as many as memory holds at 2 GiB each (kernels/tools/doctor.py, _jobs); a
+# notebook's cells stay together in one worker (--dist loadfile)
+JOBS   ?= $(shell $(PYTHON) kernels/tools/doctor.py --jobs)
 PYTEST_ARGS = tests $(NOTEBOOKS) --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -q \
 	-n $(JOBS) --dist loadfile
+# the suite in two parts: all but the tests marked `timing` in JOBS workers, then those alone, so that no other
+# kernel shares the GPU while they time (both parts run; either failing fails the suite)
+define suite
+$(1) -m pytest $(PYTEST_ARGS) -m "not timing"; parallel=$$?; \
+$(1) -m pytest tests -q -p no:xdist -m timing; alone=$$?; \
+test $$parallel = 0 -a $$alone = 0
+endef
 
 .PHONY: lab test test-here bench-here exercises site doctor doctor-here clean
 
@@ -31,10 +39,10 @@ lab: $(VENV)/.installed
 		$(if $(filter 0,$(shell id -u)),--allow-root) README.md
 
 test: $(VENV)/.installed
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(call suite,$(PY))
 
 test-here:
-	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m pytest $(PYTEST_ARGS)
+	$(call suite,PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON))
 
 bench-here:
 	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PYTHON) -m kernels.tools.record
