@@ -182,21 +182,52 @@ def test_nbgrader_stub_keeps_indentation_and_drops_hidden_tests():
 
 def test_clock_samples_are_summarised_and_described():
     from kernels.lab import clocks
-    line = lambda mhz, w, cap, t=0.0: {"t": t, "sm_mhz": mhz, "power_w": w, "limit_w": 700.0, "temp_c": 50.0,
-                                "power_cap": cap, "hw_slowdown": False, "thermal": False}
+    line = lambda mhz, w, cap, t=0.0: {"t": t, "sm_mhz": mhz, "below_max_mhz": 1980.0 - mhz, "power_w": w,
+                                       "limit_w": 700.0, "temp_c": 50.0, "power_cap": cap, "hw_slowdown": False,
+                                       "thermal": False}
     s = clocks.Sampler()
+    s.max_mhz = 1980
     s.samples = [line(1980.0, 300.0, False), line(1500.0, 699.0, True), line(1400.0, 701.0, True), line(1980.0, None, False)]
     got = s.summary()
     assert (got["sm_mhz_median"], got["sm_mhz_min"], got["power_w_max"], got["power_cap_share"]) == (1740.0, 1400.0, 701.0, 0.5)
-    assert "power capping in 50% of 4 samples" in clocks.describe(got)
+    # the flag alone does not say how much the cap cost: the clock's distance below its maximum while flagged does
+    assert got["power_cap_below_mhz"] == 530.0
+    assert ("the power cap flagged in 50% of 4 samples (the clock 530 MHz below its 1980 MHz maximum there, median)"
+            in clocks.describe(got)), clocks.describe(got)
     s.samples = [line(1980.0, 300.0, False, t=1.0), line(1400.0, 700.0, True, t=2.0), line(1300.0, 700.0, True, t=3.0)]
     assert s.summary(windows=[(1.5, 2.5), (2.9, 3.1)])["sm_mhz_median"] == 1350.0  # only the kernel's own samples
-    assert clocks._value("t", "2026/11/30 12:00:01.500") % 1 == 0.5
-    assert clocks._value("power_cap", " Active") is True and clocks._value("power_w", "[N/A]") is None
-    with clocks.Sampler() as none:  # no nvidia-smi or no GPU here: an empty summary, said in words
+    # a record sampled through nvidia-smi before (results/) has no cost kept: the line says the share alone
+    old = {k: v for k, v in got.items() if k not in ("power_cap_below_mhz", "sm_mhz_limit")}
+    assert clocks.describe(old).endswith("the power cap flagged in 50% of 4 samples")
+    with clocks.Sampler() as none:  # no GPU here (or no NVML): an empty summary, said in words
         pass
     if not none.samples:
         assert none.summary() == {} and "not sampled" in clocks.describe({})
+
+
+def test_the_sampler_reads_nvml_in_a_thread(monkeypatch):
+    """The binding's calls as the sampler makes them, on a fake NVML: clock, reasons decoded by name (the
+    binding's constants), power in watts, and the sampling thread stopped when the block ends."""
+    import types
+    from kernels.lab import clocks
+    fake = types.SimpleNamespace(
+        NVML_CLOCK_SM=1, NVML_TEMPERATURE_GPU=0, nvmlClocksEventReasonSwPowerCap=0x4,
+        nvmlClocksEventReasonHwSlowdown=0x8, nvmlClocksEventReasonHwPowerBrakeSlowdown=0x80,
+        nvmlClocksEventReasonSwThermalSlowdown=0x20, nvmlClocksEventReasonHwThermalSlowdown=0x40,
+        nvmlDeviceGetClockInfo=lambda h, c: 1958, nvmlDeviceGetMaxClockInfo=lambda h, c: 1980,
+        nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0x4 | 0x1,  # power cap, and idle (not reported)
+        nvmlDeviceGetPowerUsage=lambda h: 690_500, nvmlDeviceGetEnforcedPowerLimit=lambda h: 700_000,
+        nvmlDeviceGetTemperature=lambda h, s: 61)
+    monkeypatch.setattr(clocks, "_nvml", lambda: fake)
+    monkeypatch.setattr(clocks, "_handle", lambda nvml: "gpu0")
+    with clocks.Sampler(every_ms=5) as s:
+        while len(s.samples) < 3:
+            pass
+    n = len(s.samples)
+    assert not s._thread.is_alive() and len(s.samples) == n
+    got = s.summary()
+    assert got["power_cap_share"] == 1.0 and got["thermal_share"] == got["hw_slowdown_share"] == 0.0
+    assert (got["power_w_max"], got["limit_w"], got["sm_mhz_limit"], got["power_cap_below_mhz"]) == (690.5, 700.0, 1980, 22.0)
 
 
 def test_latency_walks_check_their_arguments_and_compile_the_l2_load_as_cg():

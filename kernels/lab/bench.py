@@ -5,12 +5,12 @@ reported with the bytes or FLOPs it moved and as a ratio to a baseline measured 
 Where the figures go, and how CPU mode reads them back, is ``results``; which of the two a lesson
 gets is ``measure``."""
 import statistics
-import subprocess
 import time
 
 import torch
 import triton
 
+from . import clocks
 from .check import rel_err
 from .errors import CourseError, NoGPUError
 from .mode import MODE, recorded_only
@@ -92,16 +92,9 @@ def checked_interleaved(fns, out, ref, tol=0.0, checked=None, rounds=3):
 
 
 def driver():
-    return _smi("driver_version", str) or "unknown"
-
-
-def _smi(field, kind):
-    try:
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader,nounits"],
-                             capture_output=True, text=True, timeout=20)
-        return kind(out.stdout.strip().splitlines()[0])
-    except Exception:
-        return None
+    """The NVIDIA driver's version, from NVML (``clocks``): what a record was measured under."""
+    nvml = clocks._nvml()
+    return nvml.nvmlSystemGetDriverVersion() if nvml else "unknown"
 
 
 def graph_ms(fn, rep=100):
