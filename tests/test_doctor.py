@@ -1,6 +1,7 @@
 """The seat check (kernels/tools/doctor.py): this machine's seat passes, and each problem the doctor
 knows is found, as FAIL or WARN, with a fix that names what to run."""
 import json
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -32,7 +33,8 @@ def test_this_seat_passes_as_make_doctor_runs_it():
                          capture_output=True, text=True, timeout=300)
     lines = run.stdout.splitlines()
     for name in ("python", "torch", "triton", "JupyterLab", "widgets extension", "mode", "interpreter",
-                 "recorded figures", "nvcc", "sm_90 compile", "launch", "recorded results"):
+                 "recorded figures", "nvcc", "sm_90 compile", "launch", "GPU to itself", "recorded results",
+                 "test suite"):
         assert any(line[6:].startswith(name + " ") for line in lines), (name, run.stdout, run.stderr)
     fails = [line for line in lines if line.startswith("FAIL")]
     # a GPU box that runs the notebooks headless (no JupyterLab: the H200's test bundle) is no seat for a learner
@@ -306,3 +308,33 @@ def test_unreadable_results_fail(tmp_path):
     (tmp_path / "nvidia-h200.json").write_text('{"records": [')
     r = doctor.check_results(tmp_path / "nvidia-h200.json")
     assert r.status == "FAIL" and r.detail.startswith("nvidia-h200.json is unreadable") and "git checkout --" in r.fix
+
+
+# ---- a GPU box: other processes on the card, the suite's expected time ----------------------------------
+
+def test_another_process_on_the_gpu_is_named_with_what_it_costs():
+    r = doctor.check_gpu_alone(processes=[(4242, 3100), (4343, 500)])
+    assert r.status == "WARN" and r.detail.startswith("2 other process(es) compute on this GPU: pid 4242 (3100 MiB)")
+    assert "timing tests" in r.detail and "COURSE_RECORDED=1" in r.fix
+    assert doctor.check_gpu_alone(processes=[]).status == "OK"
+
+
+def test_nvml_that_cannot_answer_is_a_warning_not_a_crash(monkeypatch):
+    monkeypatch.setattr(doctor, "_mode", lambda: SimpleNamespace(MODE="hopper"))
+    monkeypatch.setattr(doctor, "_gpu_processes", lambda: 1 / 0)
+    r = doctor.check_gpu_alone()
+    assert r.status == "WARN" and "ZeroDivisionError" in r.detail and "nvidia-ml-py" in r.fix
+
+
+def test_the_suite_line_gives_the_h200_time_on_a_gpu_and_the_makefile_takes_its_workers(monkeypatch):
+    # the Makefile's default JOBS is the doctor's count (a make above this one may pass its own: not here)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "JOBS")}
+    dry = subprocess.run(["make", "-s", "-n", "test-here"], cwd=ROOT, capture_output=True, text=True, env=env).stdout
+    assert f" -n {doctor._jobs()} " in dry, dry
+    monkeypatch.setattr(doctor, "_mode", lambda: SimpleNamespace(MODE="hopper"))
+    monkeypatch.setattr(doctor, "_jobs", lambda: 4)
+    r = doctor.check_suite()
+    minutes = " and ".join(f"{t // 60} min {t % 60:02d} s" for t in doctor.SUITE_H200["seconds"])
+    assert r.detail.startswith("make test-here runs 4 workers here") and minutes in r.detail
+    assert "expect longer here, up to 4.0x" in r.detail
+    assert minutes in (ROOT / "README.md").read_text().replace("\n", " ")  # README states the same measurement

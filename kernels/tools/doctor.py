@@ -401,6 +401,62 @@ def check_results(path=None):
                                             f"(torch {data.get('torch')}, triton {data.get('triton')})")
 
 
+# `make test-here` on the H200 (16 cores, 16 workers), from a fresh machine's empty caches, in seconds (README,
+# "Running on a GPU machine", says the same). A warm cache (Triton's, torch's extensions) makes a second run on
+# the same machine shorter.
+SUITE_H200 = {"date": "2026-12-01", "seconds": (240,), "cores": 16}
+
+
+def _jobs():
+    """The Makefile's JOBS default: one worker per core, as many as memory holds at 2 GiB each."""
+    return max(1, min(os.cpu_count(), os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") >> 31))
+
+
+def check_suite():
+    """How many workers ``make test-here`` runs here and, on a GPU, what it took on the H200."""
+    jobs, h = _jobs(), SUITE_H200
+    detail = f"make test-here runs {jobs} workers here ({os.cpu_count()} cores)"
+    try:
+        on_gpu = _mode().MODE != "cpu"
+    except ImportError:
+        on_gpu = False
+    if on_gpu:
+        runs = " and ".join(f"{t // 60} min {t % 60:02d} s" for t in h["seconds"])
+        detail += f"; on the H200 with {h['cores']} it took {runs} ({h['date']})"
+        if jobs < h["cores"]:
+            detail += f": expect longer here, up to {h['cores'] / jobs:.1f}x"
+    return Result("test suite", "OK", detail)
+
+
+def _gpu_processes():
+    """[(pid, MiB of GPU memory)] of every process NVML sees computing on the current GPU but this one."""
+    from kernels.lab import clocks
+    nvml = clocks._nvml()
+    if nvml is None:
+        return []
+    handle = clocks._handle(nvml)
+    return [(p.pid, (p.usedGpuMemory or 0) >> 20) for p in nvml.nvmlDeviceGetComputeRunningProcesses(handle)
+            if p.pid != os.getpid()]
+
+
+def check_gpu_alone(processes=None):
+    """Another process computing on this GPU times its kernels with the course's: every live figure, and the
+    suite's timing tests, would include its work."""
+    try:
+        if _mode().MODE == "cpu" and processes is None:
+            return Result("GPU to itself", "OK", "no GPU here: nothing to share")
+        others = _gpu_processes() if processes is None else processes
+    except Exception as e:
+        return Result("GPU to itself", "WARN", f"could not ask NVML who uses the GPU ({type(e).__name__}: {e})",
+                      f"{_python()} -m pip install nvidia-ml-py (the course reads clocks and processes through it)")
+    if not others:
+        return Result("GPU to itself", "OK", "no other process computes on this GPU (NVML)")
+    listed = ", ".join(f"pid {pid} ({mib} MiB)" for pid, mib in others[:5]) + (", ..." if len(others) > 5 else "")
+    return Result("GPU to itself", "WARN", f"{len(others)} other process(es) compute on this GPU: {listed}; live "
+                  "figures and make test-here's timing tests would time their work with the course's",
+                  "stop them first (nvidia-smi lists them), or export COURSE_RECORDED=1 to show recorded figures")
+
+
 def checks():
     """Every check in the order they print; a check that crashes is itself a FAIL."""
     mode = None
@@ -409,7 +465,7 @@ def checks():
     except ImportError:
         pass
     steps = [check_python, lambda: check_packages(mode), check_jupyterlab, check_widgets, check_mode, check_interpreter,
-             check_recorded, check_nvcc, check_compile, check_launch, check_results]
+             check_recorded, check_nvcc, check_compile, check_launch, check_gpu_alone, check_results, check_suite]
     for step in steps:
         try:
             got = step()
@@ -420,6 +476,9 @@ def checks():
 
 
 def main(argv=()):
+    if list(argv) == ["--jobs"]:  # the Makefile's JOBS default
+        print(_jobs())
+        return 0
     print(f"Seat check for the TMA course ({ROOT}), Python {sys.executable}", flush=True)
     results = []
     for r in checks():
