@@ -137,7 +137,8 @@ def test_ex06_a_compile_error_names_the_learners_line():
 
 def test_ex06_stretch_a_two_slot_only_flip_fails_with_three_slots():
     two_only = WRONG["two-slot flip"]
-    assert report(ex06.check, two_only)[0]  # right for two slots
+    passed, text = report(ex06.check, two_only)
+    assert passed, text  # right for two slots
     passed, text = report(ex06.stretch, two_only)
     assert not passed and "FAIL  3 slots" in text, text
     assert report(ex06.stretch, RIGHT)[0]
