@@ -45,8 +45,8 @@ WRONG = {
 
 @pytest.fixture(scope="module", autouse=True)
 def one_build_for_every_answer():
-    """On a GPU the check builds each answer it runs into an extension (ex06.build): seconds of g++ and nvcc
-    over torch's headers each time. Every answer that compiles goes into one extension up front instead."""
+    """On a GPU the check builds each answer it runs into an extension (ex06.build): about 20 s of g++ and nvcc
+    over torch's headers each time (H200). Every answer that compiles goes into one extension up front instead."""
     if ex06.LIVE:
         compiled = []
         for answer in (RIGHT, *WRONG.values()):
@@ -74,11 +74,11 @@ def test_ex06_no_expect_tx_is_named_in_the_ptx_and_never_completes_in_the_model(
 
 @pytest.mark.parametrize("count, words", [
     (COUNTS[0], "armed with 8192 bytes, but one TMA load of a 64x128 fp16 box delivers 16384: 8192 is half "
-                      "the tile"),
-    (COUNTS[1], "armed with 32768 bytes, but one TMA load of a 64x128 fp16 box delivers "
-                                      "16384: 32768 is the tile in fp32"),
+                "the tile"),
+    (COUNTS[1], "armed with 32768 bytes, but one TMA load of a 64x128 fp16 box delivers 16384: 32768 is the tile "
+                "in fp32"),
     (COUNTS[2], "32768 is the tile in fp32 (4 bytes an element; the tensors are fp16, 2 bytes) - or the slots' "
-                    "stride"),
+                "stride"),
 ])
 def test_ex06_a_wrong_byte_count_is_read_from_the_ptx(count, words):
     passed, text = report(ex06.check, WRONG[f"count {count}"])
