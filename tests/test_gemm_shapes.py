@@ -21,6 +21,11 @@ def _operands(M, N, K):
             torch.randn(K, N, dtype=torch.float16, device=DEVICE))
 
 
+def _nan(M, N):
+    """An fp16 output poisoned with NaN, where the kernels run."""
+    return torch.full((M, N), float("nan"), dtype=torch.float16, device=DEVICE)
+
+
 def _err(c, a, b):
     ref = a.float() @ b.float()
     return ((c.float() - ref).norm() / ref.norm()).item()
@@ -32,7 +37,7 @@ def test_every_kind_matches_torch_on_ragged_shapes(M, N, K, programs):
     for name, run in (("persistent", lambda c: gemm.matmul_tma_host(a, b, **TILE, programs=programs, out=c)),
                       ("per tile", lambda c: gemm.matmul_tma_host(a, b, **TILE, persistent=False, out=c)),
                       ("split tail", lambda c: gemm.matmul_split_tail(a, b, **TILE, programs=programs, out=c))):
-        c = torch.full((M, N), float("nan"), dtype=torch.float16, device=DEVICE)
+        c = _nan(M, N)
         run(c)
         assert not c.isnan().any() and _err(c, a, b) < 1e-2, name
 
@@ -44,7 +49,7 @@ def test_the_split_last_wave_resets_its_counts_between_calls():
     assert gemm.split_plan(48, 96, 128, 16, 32, 16, 4) == (8, 4)
     for _ in range(2):
         a.normal_()
-        c = torch.full((48, 96), float("nan"), dtype=torch.float16, device=DEVICE)
+        c = _nan(48, 96)
         gemm.matmul_split_tail(a, b, **TILE, programs=4, out=c)
         assert not c.isnan().any() and _err(c, a, b) < 1e-2
 
@@ -102,12 +107,12 @@ def test_fp8_matches_its_reference_and_refuses_what_wgmma_cannot_read():
 def test_the_output_tile_stored_in_halves_matches_torch(M, N, K):
     a, b = _operands(M, N, K)
     for persistent in (True, False):
-        c = torch.full((M, N), float("nan"), dtype=torch.float16, device=DEVICE)
+        c = _nan(M, N)
         gemm.matmul_tma_host(a, b, **TILE, persistent=persistent, subtile=True, programs=3, out=c)
         assert not c.isnan().any() and _err(c, a, b) < 1e-2, persistent
     a8, sa = gemm_fp8.quantize(torch.randn(M, 64, device=DEVICE))
     bt, sb = gemm_fp8.quantize(torch.randn(N, 64, device=DEVICE))
-    c = torch.full((M, N), float("nan"), dtype=torch.float16, device=DEVICE)
+    c = _nan(M, N)
     gemm_fp8.matmul_fp8(a8, bt, sa, sb, out=c, BLOCK_M=16, BLOCK_N=32, BLOCK_K=32, num_warps=4, programs=3,
                         subtile=True)
     ref = gemm_fp8.reference(a8, bt, sa, sb, torch.float16).float()

@@ -61,7 +61,7 @@ class Sampler:
     afterwards. Without NVML or a GPU it samples nothing, and the summary says so."""
 
     def __init__(self, every_ms=50):
-        self.every_ms, self.samples, self.max_mhz, self.error = every_ms, [], None, None
+        self.every_ms, self.samples, self.max_mhz = every_ms, [], None
         self._stop, self._thread = threading.Event(), None
 
     def __enter__(self):
@@ -81,8 +81,7 @@ class Sampler:
         while True:
             try:
                 self.samples.append(read(nvml, handle, bits, self.max_mhz))
-            except Exception as e:  # a query this card or driver does not answer: say which, stop sampling
-                self.error = f"{type(e).__name__}: {e}"
+            except Exception:  # a query this card or driver does not answer: keep what was sampled, stop
                 return
             if self._stop.wait(self.every_ms / 1000):
                 return
