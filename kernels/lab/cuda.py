@@ -45,8 +45,10 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
 }
 
-// PTX ISA, membar/fence (fence.mbarrier_init): orders the inits above before any later use of the
-// barriers, the TMA unit's byte reports included (they come through the async proxy, not this thread).
+// PTX ISA, membar/fence (fence.mbarrier_init): a release, at cluster scope, of this thread's mbarrier.inits:
+// other blocks of a cluster see the barriers initialised once they acquire (barrier.cluster.wait.acquire,
+// lesson 06's clusters). A block alone whose initialising thread issues the copy does not need it (the copy
+// reaches its barrier through the generic proxy: PTX ISA, cp.async.bulk.tensor); one init sequence for all.
 __device__ __forceinline__ void fence_mbarrier_init() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
@@ -203,9 +205,16 @@ def build(name, kernels, launchers, functions, flags=()):
                          "PTX and SASS nvcc compiles here")
     from torch.utils.cpp_extension import load_inline
     cuda_source = kernels + "\n" + TORCH_HOST + launchers
-    key = hashlib.sha256((cuda_source + " ".join(flags)).encode()).hexdigest()[:12]
-    # no_implicit_headers: the .cu gets TORCH_HOST instead of all of ATen, the binding file the Python header only
     binding = "#include <torch/python.h>\n" + "\n".join(f"{sig};" for sig in functions.values())
-    return load_inline(name=f"{name}_{key}", cpp_sources=[binding], cuda_sources=[cuda_source],
-                       functions=list(functions), extra_cuda_cflags=[f"-arch={ARCH}", "-O3", "-std=c++17", *flags],
-                       no_implicit_headers=True, verbose=False)
+    key = f"{name}_" + hashlib.sha256((cuda_source + binding + " ".join(flags)).encode()).hexdigest()[:12]
+    # kept per process: load_inline on a built module still rewrites its sources and asks ninja, about half a
+    # millisecond of host time per call (it was inside lesson 06's multicast timings until 2026-12-01)
+    if key not in _BUILT:
+        # no_implicit_headers: the .cu gets TORCH_HOST instead of all of ATen, the binding the Python header only
+        _BUILT[key] = load_inline(name=key, cpp_sources=[binding], cuda_sources=[cuda_source], functions=list(functions),
+                                  extra_cuda_cflags=[f"-arch={ARCH}", "-O3", "-std=c++17", *flags],
+                                  no_implicit_headers=True, verbose=False)
+    return _BUILT[key]
+
+
+_BUILT = {}  # extension name and content key -> the loaded module

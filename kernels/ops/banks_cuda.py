@@ -183,7 +183,6 @@ FUNCTIONS = {
                   "int64_t box_rows, int64_t box_cols)",
 }
 
-_BUILT = {}
 _STATUS = {}  # device -> one int32 the kernels set when a wait times out (1) or a buffer is misaligned (2)
 _STATUS_TEXT = {1: "a TMA load's bytes never arrived: the kernel's bounded wait gave up after about a second",
                 2: "shared memory was not 1024-byte aligned, so the 128-byte swizzle would start mid-pattern"}
@@ -196,9 +195,7 @@ def compiled():
 
 def module():
     """The built extension (GPU only; built once, then loaded from torch's cache)."""
-    if "m" not in _BUILT:
-        _BUILT["m"] = cuda.build("banks", KERNELS, LAUNCHERS, FUNCTIONS)
-    return _BUILT["m"]
+    return cuda.build("banks", KERNELS, LAUNCHERS, FUNCTIONS)
 
 
 def _status(device):
