@@ -90,7 +90,8 @@ def test_a_width_the_model_does_not_know():
 
 def test_a_box_wider_than_the_span_is_refused_with_the_reason():
     with pytest.raises(TMAError, match=r"256 bytes \(128 float16\) is wider than the 128-byte swizzle span.*"
-                                       r"at most 64 float16"):
+                                       r"keyed \(2r \+ b // 128\) mod 8\), so a 16-byte column read would be "
+                                       r"2-way conflicted.*at most 64 float16"):
         swizzle.check_box("128B", 256, "float16")
     with pytest.raises(TMAError, match="at most 16 float32.*or a wider swizzle"):
         swizzle.draw("64B", 8, 128, "float32")

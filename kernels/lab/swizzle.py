@@ -22,11 +22,12 @@ TMA load. With 128-byte rows and the 128-byte swizzle, chunk c of row r lands at
 eight rows, eight different bank groups.
 
 The same XOR also says why the box's inner row is limited to the span (``cuTensorMapEncodeTiled``: with
-a swizzle, boxDim[0] x element size must be at most 32, 64 or 128 bytes): the key is taken from the
-address bits just above the span, which change from one row to the next only if a row is no longer
-than the span. A wider row would put those bits inside the row, every row would get the same key at the
-same column, and the column conflicts would be back; the driver refuses such a map, and so does
-``check_box``."""
+a swizzle, boxDim[0] x element size must be at most 32, 64 or 128 bytes): the pattern repeats every 8
+spans, so 8 rows of the span's width (the 8 rows a 16-byte column read takes per pass) land a column in 8
+different bank groups. A wider row would repeat it within fewer rows: with 256-byte rows and the 128-byte
+swizzle, byte b of row r would be keyed (2r + b // 128) mod 8, rows r and r + 4 would share a key and a
+column read would be 2-way conflicted. The driver refuses such a map, and so does ``check_box``, whose
+message computes the repeat and the conflict for the row it refuses."""
 from dataclasses import dataclass
 
 from .errors import TMAError
@@ -96,11 +97,23 @@ def check_box(mode, row_bytes, dtype="float16"):
     if n > 256:
         raise TMAError(f"an inner box row of {n} {dtype}: a TMA box is at most 256 elements per dimension")
     if s and row_bytes > s:
+        keys = s // CHUNK  # 2, 4 or 8 keys: address bits 7, 7-8 or 7-9
+        hi = keys.bit_length() - 1
+        bits, kbits = ("bit 4", "bit 7") if hi == 1 else (f"bits 4-{3 + hi}", f"bits 7-{6 + hi}")
+        rows = f"every {8 * s // row_bytes} row{'s' if 8 * s // row_bytes > 1 else ''}" if 8 * s % row_bytes == 0 \
+            else "within fewer than 8 rows"
+        key = (f" (byte b of row r would be keyed ({row_bytes // LINE}r + b // 128) mod {keys})"
+               if row_bytes > LINE and row_bytes % LINE == 0 else "")
+        # a 16-byte column read, 8 rows a pass: the most of them that would land in one bank group
+        way = max(max(groups.count(g) for g in groups)
+                  for c in range(0, row_bytes, CHUNK)
+                  for groups in [[(swizzled(r * row_bytes + c, s) // CHUNK) % (LINE // CHUNK) for r in range(8)]])
         raise TMAError(f"an inner box row of {row_bytes} bytes ({n} {dtype}) is wider than the {s}-byte swizzle span: "
-                       f"{NAMES[s]} permutes 16-byte chunks within {s} bytes, keyed by the address bits just above "
-                       f"them, so a wider row would give every row the same key and the column conflicts would "
-                       f"return; cuTensorMapEncodeTiled refuses it. Use a box of at most {s // e} {dtype} inner "
-                       f"elements (several loads for a wider tile)" + (", or a wider swizzle" if s < 128 else ""))
+                       f"{NAMES[s]} XORs address {bits} (a 16-byte chunk's place) with address {kbits}, a "
+                       f"pattern that repeats every {8 * s} bytes, 8 rows of {s} bytes; {row_bytes}-byte rows "
+                       f"would repeat it {rows}{key}, so a 16-byte column read would be {way}-way "
+                       f"conflicted; cuTensorMapEncodeTiled refuses it. Use a box of at most {s // e} {dtype} "
+                       f"inner elements (several loads for a wider tile)" + (", or a wider swizzle" if s < 128 else ""))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The interview pack (``notebooks/interview_pack.ipynb``): every misconception and interview question of
-the six lessons, read from the lesson notebooks themselves (they stay the single source), plus questions on
+the nine lessons (00-08), read from the lesson notebooks themselves (they stay the single source), plus questions on
 topics the lessons touch only in passing, whiteboard problems and "explain this PTX/SASS" prompts whose
 worked answers the course's own code computes; and the self-test that asks them one at a time.
 

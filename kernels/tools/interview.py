@@ -21,11 +21,12 @@ def _intro(items):
     levels = Counter(i.level for i in items)
     kinds = Counter(i.kind for i in items)
     rows = "\n".join(f"| {title} | {sum(i.topic == t for i in items)} |" for t, title in pack.TOPICS.items())
+    lessons = sorted(pack.LESSON_TOPIC)
     return f"""# Interview pack: how data reaches Hopper's tensor cores
 
-Every common misconception and interview question of the six lessons, gathered by topic, with questions on
-the topics interviews ask about that the lessons touch only in passing, whiteboard problems, and "explain
-this PTX/SASS" prompts cut from the course's own compiled kernels. {len(items)} items:
+Every common misconception and interview question of the {len(lessons)} lessons ({lessons[0]}-{lessons[-1]}),
+gathered by topic, with questions on the topics interviews ask about that the lessons touch only in passing,
+whiteboard problems, and "explain this PTX/SASS" prompts cut from the course's own compiled kernels. {len(items)} items:
 {kinds['question']} questions, {kinds['misconception']} misconceptions ("true or false, and why"),
 {kinds['whiteboard']} whiteboard problems, {kinds['explain']} PTX/SASS listings.
 
