@@ -1,14 +1,57 @@
-"""The H200 bars the issues set, checked on the recorded results (one run each): the figures the
-lessons state, read through the same functions the notebooks call."""
+"""What the course states, checked on its records: the findings written once (``kernels.lessons.findings``),
+each held to the records it rests on, kept out of second, older wordings; and the H200 bars the issues set
+(one run each), read through the same functions the notebooks call."""
+import json
 import math
+from pathlib import Path
 
 import pytest
 
 from kernels.lab import results
+from kernels.lessons import findings
 from kernels.lessons import l01_naive_loads as l01, l02_cp_async as l02, l03_tma_descriptors as l03
 from kernels.lessons import l04_pipelining as l04, l05_tilelang as l05
 
 store = results.recorded()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("key", sorted(findings.FINDINGS))
+def test_each_finding_holds_on_its_records(key):
+    for lesson, run in findings.FINDINGS[key].rests_on:
+        assert store.select(lesson, run), f"finding {key}: no records of lesson {lesson}, run {run}"
+    assert findings.check(key, store) == [], f"finding {key} no longer holds: {findings.check(key, store)}"
+    text = findings.text(key, store)
+    assert "{" not in text and store.label in text or not findings.FINDINGS[key].rests_on
+
+
+def test_a_finding_fails_when_its_records_say_otherwise():
+    # the records of the host-maps finding with host maps built per call made cheaper than device maps
+    data = json.loads(json.dumps(store.data))
+    for r in data["records"]:
+        if r["lesson"] == "03" and r["run"] == "small" and r["config"] == {"stages": 4, "descriptor": "host"}:
+            r["host_us"] = 1.0
+    assert findings.check("host-maps", results.Store("mutated", data)) != []
+
+
+def _written_places():
+    """Every place the course states something in words: lessons' markdown, the glossary, the pack's sources,
+    the workshop guide, the README."""
+    for nb in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "solutions").glob("*.ipynb")):
+        cells = json.loads(nb.read_text())["cells"]
+        yield nb.name, "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    for path in [ROOT / "notebooks" / "glossary.md", ROOT / "README.md", *sorted((ROOT / "workshop").glob("*.md")),
+                 ROOT / "kernels" / "lessons" / "interview_extra.py", ROOT / "kernels" / "lessons" / "interview_pack.py"]:
+        if path.exists():
+            yield path.name, path.read_text()
+
+
+@pytest.mark.parametrize("key", sorted(findings.RETIRED))
+def test_no_place_states_a_retired_verdict(key):
+    for name, text in _written_places():
+        flat = " ".join(text.split())
+        for phrase in findings.RETIRED[key]:
+            assert phrase not in flat, f"{name} still says {phrase!r}, which finding {key} replaced"
 
 
 def _ratio(lesson, run, name, unit, **config):

@@ -188,6 +188,18 @@ def render_site():
     return unknown
 
 
+def unseen_outputs():
+    """What a reader of the site would miss in the committed notebooks (kernels.lab.show.unseen): a figure left
+    as its text, a listing a cell dropped. The build fails on any."""
+    sys.path.insert(0, str(ROOT))
+    from kernels.lab.show import unseen
+    found = [f"{p.relative_to(ROOT)}: {problem}" for d in ("notebooks", "exercises", "solutions")
+             for p in sorted((ROOT / d).glob("*.ipynb")) for problem in unseen(json.loads(p.read_text()))]
+    for line in found:
+        print(f"website/build.py: {line}", file=sys.stderr)
+    return found
+
+
 if __name__ == "__main__":
     myst_site()
-    sys.exit(1 if render_site() else 0)
+    sys.exit(1 if render_site() or unseen_outputs() else 0)

@@ -8,7 +8,8 @@ which kernel, its configuration, the shape and dtype::
      "shape": [16384, 16384], "dtype": "float16", "ms": 0.27, "gbps": 3971.4, "baseline": "torch_copy"}
 
 ``baseline`` names the record of the same lesson and shape the figure is compared with (in the same
-run where the run has one). A file is read once per session (``recorded()``)."""
+run where the run has one). A record whose ``ms`` is None counts an outcome instead of timing one (lesson 06's
+``short_count``), and has no rate. A file is read once per session (``recorded()``)."""
 import datetime
 import functools
 import json

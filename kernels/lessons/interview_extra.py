@@ -13,6 +13,7 @@ from ..lab import aot, isa, results, smem, swizzle, tma_rules
 from ..lab.errors import TMAError
 from ..lab.mode import DEVICE
 from ..ops import copy, gemm, latency
+from . import findings
 from . import l04_pipelining as l04
 from . import l05_tilelang as l05
 from .interview_pack import SMS, Item, gemm_tiles, waves
@@ -148,8 +149,13 @@ def _fp8_answer():
             "`.e5m2` in any mix for A and B, accumulating in `.f32` or `.f16`; its transpose flags exist only "
             "for 16-bit types, so fp8 tiles must sit K-major in shared memory (this kernel's B was stored "
             "K-major for that reason). What it does not do: scaling. e4m3 reaches at most 448 and e5m2 57,344 "
-            "(OCP 8-bit Floating Point specification), so real FP8 GEMMs carry scale factors (per tensor, row "
-            "or block) applied to the fp32 accumulator in the epilogue, as `torch._scaled_mm` takes them.")
+            "(OCP 8-bit Floating Point specification), so real FP8 GEMMs carry scale factors. Scales constant "
+            "along K (per tensor, or per row of A and column of B, as `torch._scaled_mm` takes them) factor out "
+            "of the sum and multiply the fp32 accumulator once, in the epilogue. Scales blocked along K do not: "
+            "DeepSeek-V3 scales activations per 1 x 128 tile and weights per 128 x 128 block, and its GEMM "
+            "promotes the tensor core's partial sum to an fp32 accumulator every 128 K elements, multiplying "
+            "it there by that K block's two scales (DeepSeek-V3 Technical Report, arXiv:2412.19437, section "
+            "3.3): the scaling happens inside the K loop.")
 
 
 def _profiling_answer():
@@ -167,9 +173,10 @@ def _profiling_answer():
             "Where the host's time per launch exceeds the GPU's time per kernel, a loop of launches runs at the "
             "host's pace: those kernels are **launch-bound**, and a faster kernel would change nothing. "
             "`do_bench`'s figure sits near the GPU time for all of them because the host prepares each launch "
-            "while the GPU clears L2 (lesson 04, section 6). Cures: CUDA graphs, less host work per launch "
-            "(host-side tensor maps), or more work per launch. In Nsight Systems the same shows as gaps between "
-            "kernels on the GPU row while the CPU row is busy.")
+            "while the GPU clears L2 (lesson 04, section 6). Cures: CUDA graphs, less host work per launch (a "
+            "plan that does the checks, the dispatch and the tensor maps once), or more work per launch. Where "
+            "the maps are built, measured once:\n\n" + findings.text("host-maps") + "\n\nIn Nsight Systems the "
+            "same shows as gaps between kernels on the GPU row while the CPU row is busy.")
 
 
 ADDED = [
@@ -183,7 +190,7 @@ ADDED = [
     ("occupancy", 2, "Is higher occupancy always faster?",
      "No. Occupancy is one way to have enough work in flight to cover latency (lesson 00's Little's law); "
      "independent instructions per warp and asynchronous copies are others. The course's fastest GEMMs run "
-     "one 8-warp block per SM (12.5%), keeping the loads of the next stages on the road with `cp.async` or TMA "
+     "one block of 4 or 8 warps per SM (6.25% or 12.5%), keeping the loads of the next stages on the road with `cp.async` or TMA "
      "while `wgmma` works. Raising occupancy by cutting registers or tile size can lose more (smaller tiles, "
      "lower arithmetic intensity, spills) than it gains. V. Volkov, \"Better Performance at Lower Occupancy\" "
      "(GTC 2010) makes the case with measurements."),
@@ -231,13 +238,15 @@ ADDED = [
      "Learning\", 2022)."),
     # profiling
     ("profiling", 2, "What does `triton.testing.do_bench` report, and what does it hide?",
-     "The median (or another statistic) of many timed repetitions after a warm-up, each timed with CUDA "
-     "events. Before every repetition it writes a 256 MB buffer to clear L2, so each run starts with a cold "
-     "cache (lesson 00, section 3) and the host prepares the next launch while the GPU clears, which hides "
-     "host time up to that long (lesson 04, section 6). The course adds `do_bench_cudagraph` (launches "
-     "replayed from a CUDA graph: GPU time alone, L2 not cleared), its own host time per launch, and the SM "
-     "clock and power sampled during a run (`kernels/lab/bench.py`, `kernels/lab/clocks.py`): a GEMM loop "
-     "reaches the power cap and the clock drops, so a variant and its baseline are interleaved."),
+     "One statistic of many repetitions after a warm-up, each timed with CUDA events: by default the mean "
+     "(`return_mode=\"mean\"` in Triton 3.6; \"median\", \"min\", \"max\", \"all\" or `quantiles` on "
+     "request); the course passes `return_mode=\"median\"` (`kernels/lab/bench.py`). Before every "
+     "repetition it writes a 256 MB buffer to clear L2, so each run starts with a cold cache (lesson 00, "
+     "section 3), and the host prepares the next launch while the GPU clears, which hides host time up to "
+     "that long (lesson 04, section 6). The course adds `do_bench_cudagraph` (launches replayed from a CUDA "
+     "graph: GPU time alone, L2 not cleared), its own host time per launch, and the SM clock and power "
+     "sampled during a run (`kernels/lab/bench.py`, `kernels/lab/clocks.py`): a GEMM loop reaches the power "
+     "cap and the clock drops, so a variant and its baseline are interleaved."),
     ("profiling", 2, "What would you use Nsight Systems for, and what Nsight Compute?",
      "**Nsight Systems** (`nsys profile`): a timeline of the whole program, CPU threads, CUDA API calls, "
      "kernels and copies; it shows gaps between kernels, launch-bound loops, synchronisations and overlap "
@@ -442,7 +451,9 @@ def _cp_async_answer():
 
 def _tma_copy_answer():
     return ("One thread (the one predicate `%p2` selects) initialises an mbarrier and arms it with `expect_tx` for 16,384 bytes "
-            "(the 64 x 128 fp16 tile); `fence.proxy.async` makes the barrier visible to the copy engine. "
+            "(the 64 x 128 fp16 tile); `bar.sync` makes the initialised barrier visible to every warp, and "
+            "`fence.proxy.async` orders the threads' earlier writes to the shared buffer the load fills (where the "
+            "device-side maps were staged) before the engine writes into it (lesson 03, section 2). "
             "`elect.sync` picks one thread per warp, and the first two warps each issue one "
             "`cp.async.bulk.tensor.2d` of a 64 x 64 box (the 128-byte swizzle caps a box row at 64 fp16): two "
             "instructions for the whole tile, addresses computed by the engine from the tensor map. Everyone "

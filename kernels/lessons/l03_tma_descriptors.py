@@ -1,16 +1,19 @@
 """Lesson 03: TMA tensor descriptors. Copies, a transpose and a GEMM through tensor maps, against
 torch, cuBLAS and the pointer kernels of lessons 01-02; the seed article's GEMM as a case study;
 and where TMA does not pay."""
+import math
 import re
 
 import matplotlib.pyplot as plt
 import torch
+import triton
 from triton.runtime.errors import OutOfResources
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from ..lab import aot, bench, measure, smem
 from ..lab.errors import SharedMemoryError
 from ..lab.mode import DEVICE
+from ..lab.plan import Plan
 from ..lab.widgets import Widget
 from ..ops import copy, gemm, seed_gemm, transpose
 
@@ -35,7 +38,27 @@ def copy_variants(x, y):
            (lambda s=s: copy.copy_tma_loop(x, out=y, stages=s))) for s in STAGES]
     v.append(("copy_tma_loop", {"stages": 4, "descriptor": "host"},
               lambda: copy.copy_tma_loop(x, out=y, stages=4, descriptor="host")))
+    # copy_tma's schedule (one 64 x 128 tile per program) with host maps: which of the two costs, the schedule
+    # or the maps every program of copy_tma writes?
+    tiles = math.prod(triton.cdiv(n, b) for n, b in zip(x.shape, (64, 128)))
+    v.append(("copy_tma_loop", {"stages": 1, "descriptor": "host", "programs": "one per tile"},
+              lambda: copy.copy_tma_loop(x, out=y, stages=1, descriptor="host", programs=tiles)))
     return v
+
+
+def launch_variants(x, y, stages=4):
+    """The persistent TMA copy's tensor maps three ways, the kernel and its configuration the same: built on the
+    device by every program, built on the host at every call, built on the host once and reused; and the last
+    launched through a plan (``lab.plan``: Triton's dispatch skipped too)."""
+    device = copy.tma_loop_launch(x, y, stages=stages)
+    kernel, grid, args, meta = host = copy.tma_loop_launch(x, y, stages=stages, descriptor="host")
+    return [("copy_tma_loop", {"stages": stages, "descriptor": "device"}, lambda: copy.copy_tma_loop(x, out=y, stages=stages)),
+            ("copy_tma_loop", {"stages": stages, "descriptor": "host"},
+             lambda: copy.copy_tma_loop(x, out=y, stages=stages, descriptor="host")),
+            ("copy_tma_loop", {"stages": stages, "descriptor": "host", "maps": "built once"},
+             lambda: kernel[grid](*args, **meta)),
+            ("copy_tma_loop", {"stages": stages, "descriptor": "host", "maps": "built once", "plan": True}, Plan(*host)),
+            ("copy_tma_loop", {"stages": stages, "descriptor": "device", "plan": True}, Plan(*device))]
 
 
 def measure_copies(shape=COPY_SHAPE):
@@ -71,6 +94,7 @@ def measure_small(shape=SMALL_SHAPE):
     x = bench.randn(*shape)
     y = torch.empty_like(x)
     variants = copy_variants(x, y)
+    variants += [v for v in launch_variants(x, y) if v[1] not in [c for _, c, _ in variants]]
     records = measure.timed(variants, y, x, shape=shape, nbytes=bench.copy_bytes(x))
     for r, (_, _, launch) in zip(records, variants):
         r["host_us"] = round(bench.host_us(launch), 2)

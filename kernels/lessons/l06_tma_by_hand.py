@@ -3,6 +3,7 @@
 setmaxnreg read from compiled code, and clusters with TMA multicast (cluster_cuda); every run against its
 baseline in the same run."""
 import functools
+import math
 import re
 
 import torch
@@ -111,6 +112,50 @@ def measure_multicast():
     return records
 
 
+# what bounds tile_sums (section 7): (data, cluster, multicast, clusters, rows, stages), each timed in turn
+LIMITS_BASE = dict(cluster=2, multicast=False, clusters=64, rows=128, stages=4)
+LIMITS = ([dict(clusters=n) for n in (4, 16, 64, 132, 198)]                      # blocks: 8 to 396 (3 per SM)
+          + [dict(rows=r) for r in (32, 64, 256)]                                # the tile's bytes, 4 stages
+          + [dict(rows=64, stages=s) for s in (1, 2, 8)]                         # slots in the ring
+          + [dict(cluster=c, multicast=m, clusters=n) for c in CLUSTERS for n in (64 // c * 2, 396 // c)
+             for m in (False, True) if m or c != LIMITS_BASE["cluster"]])  # clusters of 2, own copies: above
+
+
+def measure_multicast_limits():
+    """What bounds ``tile_sums``: the same loop with more or fewer blocks, larger or smaller tiles, more or fewer
+    slots, on the L2-resident data and the HBM one, and own copies against multicast at one and three blocks
+    per SM. Each setting checked against torch once, then all timed in turn. A record's ``per_tile_ns`` is the
+    time per tile of one block (every block streams ``tiles`` tiles): if it stays put while the blocks
+    multiply, each block's own turnaround is the limit, not a bandwidth they share."""
+    records = []
+    for setup, (shape, shared) in MULTICAST.items():
+        x = torch.randn(*shape, device="cuda", dtype=torch.float16)
+        timeouts = torch.zeros(1, dtype=torch.int32, device="cuda")
+        fns, cfgs = {}, {}
+        for i, change in enumerate(LIMITS):
+            cfg = {**LIMITS_BASE, **change, "shared": shared}
+            mc = cfg.pop("multicast")
+            out, _ = cc.tile_sums(x, multicast=mc, timeouts=timeouts, **cfg)
+            ref = cc.tile_sums_reference(x, **cfg).float()
+            if not torch.allclose(out, ref, rtol=1e-3, atol=1e-2):
+                raise AssertionError(f"tile_sums {cfg} multicast={mc}: wrong sums")
+            fns[i] = lambda mc=mc, cfg=cfg, out=out: cc.tile_sums(x, multicast=mc, out=out, timeouts=timeouts, **cfg)
+            cfgs[i] = (mc, cfg)
+        ms = bench.interleaved_ms(fns)
+        cc.check_timeouts(timeouts, f"multicast limits ({setup})")
+        for i, (mc, cfg) in cfgs.items():
+            p, t = cc.plan(shape, **cfg), cc.traffic(shape, multicast=mc, **cfg)
+            # clusters resident at once (CUDA's occupancy query): more than that run in a second wave
+            waves = math.ceil(p["clusters"] / cc.module().max_active_clusters(cfg["cluster"], cfg["rows"], cfg["stages"]))
+            rec = measure.results.record("tile_sums", ms[i], shape=shape, nbytes=t["delivered"],
+                                  config={**cfg, "data": setup, "multicast": mc, "blocks": p["blocks"],
+                                          "tiles": p["tiles"], "tile_bytes": p["tile_bytes"],
+                                          "l2_read_bytes": t["l2_reads"], "waves": waves})
+            rec["per_tile_ns"] = round(ms[i] * 1e6 / (p["tiles"] * waves), 1)
+            records.append(rec)
+    return records
+
+
 def results(run):
     """A run of this lesson (see RUNS): measured now on a Hopper GPU, recorded otherwise, with its label."""
     return measure.run(LESSON, run, RUNS[run], NEEDS)
@@ -141,6 +186,65 @@ def print_multicast(run):
             print(f"{data:6s} cluster {c}: own copies {own['ms'] * 1e3:7.1f} us, multicast {mc['ms'] * 1e3:7.1f} us "
                   f"-> multicast {own['ms'] / mc['ms']:.3f}x; L2 reads (derived) "
                   f"{own['config']['l2_read_bytes'] / 2**20:.0f} -> {mc['config']['l2_read_bytes'] / 2**20:.0f} MiB")
+
+
+def print_multicast_limits(run):
+    """The limits run, compactly: one block's time per tile (ns) as the blocks multiply, as the tile and the ring
+    change, and multicast's time against own copies at one and three blocks per SM."""
+    recs = [(r["config"], r) for r in run]
+    own = lambda c, **want: not c["multicast"] and all(c[k] == v for k, v in want.items())
+    for data in MULTICAST:
+        rows = sorted(((c["blocks"], r) for c, r in recs if c["data"] == data and own(c, cluster=2, rows=128, stages=4)),
+                      key=lambda t: t[0])
+        print(f"{data:6s} 16 KiB tiles, 4 stages: " + ", ".join(f"{b} blocks {r['per_tile_ns']:.0f}" for b, r in rows)
+              + f" ns per tile per block ({rows[0][1]['gbps'] / 1000:.2f} to {rows[-1][1]['gbps'] / 1000:.2f} TB/s "
+              f"into shared memory)")
+        tiles = sorted(((c["tile_bytes"], r) for c, r in recs if c["data"] == data
+                        and own(c, cluster=2, blocks=128, stages=4)), key=lambda t: t[0])
+        slots = sorted(((c["stages"], r) for c, r in recs if c["data"] == data
+                        and own(c, cluster=2, blocks=128, rows=64)), key=lambda t: t[0])
+        print(f"{'':6s} 128 blocks, by tile: " + ", ".join(f"{b // 1024} KiB {r['per_tile_ns']:.0f}" for b, r in tiles)
+              + " ns; 8 KiB tiles by slots: " + ", ".join(f"{s} {r['per_tile_ns']:.0f}" for s, r in slots) + " ns")
+        pairs = []
+        for c, r in recs:
+            if c["data"] == data and c["multicast"]:
+                o = next(x for cc, x in recs if own(cc, data=data, cluster=c["cluster"], blocks=c["blocks"], rows=128,
+                                                    stages=4))
+                pairs.append(f"{c['blocks']} blocks in {c['cluster']}s {o['ms'] / r['ms']:.2f}x")
+        print(f"{'':6s} multicast against own copies (time): " + ", ".join(pairs))
+
+
+def measure_short_count(counts=(0, 16, 4096, 8192, 16368), trials=10, box=(64, 128)):
+    """A TMA byte count BELOW the tile's bytes, run: 64 one-tile CTAs (``tma_cuda``'s copy) with each barrier
+    armed for ``count`` bytes while every load delivers 16 KiB, every wait bounded (2 ms), the output poisoned
+    with NaN first; ``trials`` launches per count. Per count: the CTAs whose wait gave up (their tile never
+    stored), the tiles stored exactly, and the tiles stored wrong (the store read the buffer before the load had
+    filled it). The tile's own count is run beside them as the control."""
+    x = torch.randn(512, 1024, device="cuda", dtype=torch.float16)  # 8 x 8 tiles of 64 x 128
+    p = tc.plan_copy(x.shape, x.element_size(), box)
+    as_tiles = lambda t: t.view(8, 64, 8, 128).permute(0, 2, 1, 3).reshape(64, -1)
+    records = []
+    for count in (*counts, p.tile_bytes):
+        gave_up = exact = 0
+        for _ in range(trials):
+            y = torch.full_like(x, float("nan"))
+            tc.timeouts(x)
+            tc.module().copy_tile(x, y, box[0], box[1], False, count, 2_000_000, p.smem, tc._counter(x))
+            gave_up += tc.timeouts(x)
+            exact += int((as_tiles(y) == as_tiles(x)).all(1).sum())
+        ctas = trials * p.grid
+        # an outcome, not a timing: "ms" is None (results' schema)
+        records.append({"name": "short_count", "config": {"count": count, "tile_bytes": p.tile_bytes},
+                        "shape": list(x.shape), "dtype": "float16", "ms": None, "ctas": ctas, "timed_out": gave_up,
+                        "exact": exact, "wrong": ctas - gave_up - exact})
+    return records
+
+
+def print_short_count(run):
+    for r in run:
+        c = r["config"]
+        print(f"count {c['count']:5d} B of a {c['tile_bytes']} B tile: of {r['ctas']} CTAs, {r['timed_out']:3d} waits gave up, "
+              f"{r['exact']:3d} tiles stored right, {r['wrong']:3d} stored wrong")
 
 
 # ---- reading the CUDA ------------------------------------------------------------------------------
@@ -271,4 +375,5 @@ class TmaRing(Widget):
 
 tma_ring = TmaRing()
 
-RUNS = {"copy": measure_copy, "banks": measure_banks, "multicast": measure_multicast, "sweep": tma_ring.sweep}
+RUNS = {"copy": measure_copy, "banks": measure_banks, "multicast": measure_multicast,
+        "multicast_limits": measure_multicast_limits, "short_count": measure_short_count, "sweep": tma_ring.sweep}

@@ -186,20 +186,28 @@ def copy_tma_host_loop_kernel(x_desc, y_desc, M, N,
 def copy_tma_loop(x, out=None, BLOCK_M=64, BLOCK_N=128, stages=4, descriptor="device", num_warps=4, programs=None):
     """y = x, persistent grid (one program per SM, or ``programs``), TMA loads and stores through
     ``descriptor``-side tensor maps."""
-    from triton.tools.tensor_descriptor import TensorDescriptor
     y = _out("copy_tma_loop", x, out, None)  # the layout: the TMA rules below
-    tma_rules.ready(("input", x, [BLOCK_M, BLOCK_N]), ("output", y, [BLOCK_M, BLOCK_N]))
-    grid = (programs or sm_count(x),)
-    meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, num_warps=num_warps)
+    kernel, grid, args, meta = tma_loop_launch(x, y, BLOCK_M, BLOCK_N, stages, descriptor, num_warps, programs)
     try:
-        if descriptor == "host":
-            xd, yd = (TensorDescriptor.from_tensor(t, [BLOCK_M, BLOCK_N]) for t in (x, y))
-            copy_tma_host_loop_kernel[grid](xd, yd, x.shape[0], x.shape[1], **meta)
-        else:
-            copy_tma_loop_kernel[grid](x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0), **meta)
+        kernel[grid](*args, **meta)
     except OutOfResources as e:
         raise _overflow(e, x, BLOCK_M, BLOCK_N, stages, stages) from None
     return y
+
+
+def tma_loop_launch(x, y, BLOCK_M=64, BLOCK_N=128, stages=4, descriptor="device", num_warps=4, programs=None):
+    """(kernel, grid, args, kwargs) of one ``copy_tma_loop`` launch, TMA rules checked. With ``descriptor="host"``
+    the two tensor maps are built here, once: launching the result again reuses them (lesson 03, section 7)."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+    if descriptor not in ("device", "host"):
+        raise ArgumentError(f"copy_tma_loop: descriptor is 'device' or 'host', got {descriptor!r}")
+    tma_rules.ready(("input", x, [BLOCK_M, BLOCK_N]), ("output", y, [BLOCK_M, BLOCK_N]))
+    grid = (programs or sm_count(x),)
+    meta = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, num_warps=num_warps)
+    if descriptor == "host":
+        xd, yd = (TensorDescriptor.from_tensor(t, [BLOCK_M, BLOCK_N]) for t in (x, y))
+        return copy_tma_host_loop_kernel, grid, (xd, yd, x.shape[0], x.shape[1]), meta
+    return copy_tma_loop_kernel, grid, (x, y, x.shape[0], x.shape[1], x.stride(0), y.stride(0)), meta
 
 
 # ---- lesson 07: where a copy's time goes ---------------------------------------------------------

@@ -207,14 +207,19 @@ def matmul_tma_persistent(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, 
                           tma_store=True, programs=None, out=None):
     """C = A @ B with a persistent grid (one program per SM unless ``programs`` says otherwise) (lesson 04)."""
     c = _inputs("matmul_tma_persistent", a, b, out)
+    _start(_persistent_launch(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, tma_store, programs), a,
+           c_tile=tma_store)
+    return c
+
+
+def _persistent_launch(a, b, c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8,
+                       tma_store=True, programs=None):
+    """(kernel, grid, args, kwargs) of one ``matmul_tma_persistent_kernel`` launch (device-side tensor maps),
+    operands checked: what ``plan("gemm_tma_persistent", ...)`` prepares once."""
     _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
     _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M)
-    try:
-        matmul_tma_persistent_kernel[_persistent_grid(a, b, BLOCK_M, BLOCK_N, programs)](*args, TMA_STORE=tma_store,
-                                                                                           **meta)
-    except OutOfResources as e:
-        raise _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile=tma_store) from None
-    return c
+    return matmul_tma_persistent_kernel, _persistent_grid(a, b, BLOCK_M, BLOCK_N, programs), args, \
+        dict(TMA_STORE=tma_store, **meta)
 
 
 def matmul_tma_probe(a, b, stages, loads=True, math=True, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, out=None):
@@ -415,7 +420,10 @@ def matmul_split_tail(a, b, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=4, num_
     return c
 
 
-PLANNED = {"gemm_tma_host": _host_launch, "gemm_split_tail": _split_tail_launch}
+# device-side maps still cost a scratch allocation per call (Triton's launcher asks the allocator): a plan
+# removes the checks and the dispatch, not that
+PLANNED = {"gemm_tma_host": _host_launch, "gemm_split_tail": _split_tail_launch,
+           "gemm_tma_persistent": _persistent_launch}
 
 
 def plan(name, a, b, c, **config):

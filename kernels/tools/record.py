@@ -31,7 +31,8 @@ def main(argv):
             print(f"lesson {lesson} {run}: {len(records)} records on {device_name()} -> {path}")
             for r in records:
                 rate = f"{r['gbps']:8.1f} GB/s" if "gbps" in r else f"{r['tflops']:8.1f} TFLOP/s" if "tflops" in r else ""
-                print(f"  {r['name']:22s} {str(r['config']):64s} {r['ms']:9.4f} ms {rate}")
+                ms = f"{r['ms']:9.4f} ms" if r["ms"] is not None else "untimed     "
+                print(f"  {r['name']:22s} {str(r['config']):64s} {ms} {rate}")
 
 
 if __name__ == "__main__":
