@@ -12,9 +12,6 @@ from typing import Callable
 
 from ..lab import results
 
-SMALL = (256, 256)  # lesson 03's glass-of-water copy
-
-
 @dataclass
 class Finding:
     words: str                      # the statement, with {figures} from ``figures``
@@ -63,7 +60,7 @@ def _default(store):
     called, plan = l07.ratios(recs, "gemm_lesson04"), l07.ratios(recs, "gemm_lesson04_plan")
     at = lambda got, shape: min(got[(shape, d)] for d in l07.DTYPES)
     return dict(c2048=at(called, (2048, 2048, 2048)), p2048=at(plan, (2048, 2048, 2048)),
-                c1024=at(called, (1024, 1024, 1024)), p1024=max(plan[((1024,) * 3, d)] for d in l07.DTYPES),
+                p1024=max(plan[((1024,) * 3, d)] for d in l07.DTYPES),
                 p16=max(plan[((16, 4096, 4096), d)] for d in l07.DTYPES),
                 big=min(plan[((8192,) * 3, d)] for d in l07.DTYPES))
 
@@ -90,21 +87,16 @@ def _warp_specialize(store):
 
 
 def _multicast(store):
-    recs = [(r["config"], r) for r in store.select("06", "multicast_limits")]
-    own = lambda c, **want: not c["multicast"] and all(c[k] == v for k, v in want.items())
-    per_tile = lambda **want: [r["per_tile_ns"] for c, r in recs if own(c, cluster=2, **want)]
-    ratios = []
-    for c, r in recs:
-        if c["multicast"]:
-            o = next(x for cc, x in recs if own(cc, data=c["data"], cluster=c["cluster"], blocks=c["blocks"], rows=128,
-                                                stages=4))
-            ratios.append(o["ms"] / r["ms"])
+    from . import l06_tma_by_hand as l06
+    recs = store.select("06", "multicast_limits")
+    per_tile = lambda **want: [r["per_tile_ns"] for r in l06.own_copies(recs, cluster=2, **want)]
+    ratios = [own["ms"] / mc["ms"] for own, mc in l06.multicast_pairs(recs)]
     base = dict(rows=128, stages=4)
     return dict(t8=min(per_tile(blocks=8, **base)), t8_hi=max(per_tile(blocks=8, **base)),
                 t128=min(per_tile(blocks=128, **base)), t128_hi=max(per_tile(blocks=128, **base)),
                 t4k=max(per_tile(blocks=128, rows=32, stages=4)),
                 slots=[max(per_tile(blocks=128, rows=64, stages=s)) for s in (2, 4, 8)],
-                peak=max(r["gbps"] for c, r in recs) / 1000, lo=min(ratios), hi=max(ratios), pairs=len(ratios))
+                peak=max(r["gbps"] for r in recs) / 1000, lo=min(ratios), hi=max(ratios), pairs=len(ratios))
 
 
 FINDINGS = {
@@ -200,8 +192,7 @@ RETIRED = {
 
 
 def figures(key, store=None):
-    f = FINDINGS[key]
-    return f.figures(store or results.recorded())
+    return FINDINGS[key].figures(store or results.recorded())
 
 
 def text(key, store=None):

@@ -188,30 +188,37 @@ def print_multicast(run):
                   f"{own['config']['l2_read_bytes'] / 2**20:.0f} -> {mc['config']['l2_read_bytes'] / 2**20:.0f} MiB")
 
 
+def own_copies(records, **want):
+    """The limits run's own-copies records whose config has every ``want`` value."""
+    return [r for r in records if not r["config"]["multicast"] and all(r["config"][k] == v for k, v in want.items())]
+
+
+def multicast_pairs(records):
+    """[(own copies, multicast)]: each multicast record of the limits run beside its own-copies twin (same data,
+    cluster and blocks, 16 KiB tiles, 4 stages)."""
+    return [(own_copies(records, data=c["data"], cluster=c["cluster"], blocks=c["blocks"], rows=128, stages=4)[0], r)
+            for r in records if (c := r["config"])["multicast"]]
+
+
 def print_multicast_limits(run):
     """The limits run, compactly: one block's time per tile (ns) as the blocks multiply, as the tile and the ring
     change, and multicast's time against own copies at one and three blocks per SM."""
-    recs = [(r["config"], r) for r in run]
-    own = lambda c, **want: not c["multicast"] and all(c[k] == v for k, v in want.items())
     for data in MULTICAST:
-        rows = sorted(((c["blocks"], r) for c, r in recs if c["data"] == data and own(c, cluster=2, rows=128, stages=4)),
-                      key=lambda t: t[0])
-        print(f"{data:6s} 16 KiB tiles, 4 stages: " + ", ".join(f"{b} blocks {r['per_tile_ns']:.0f}" for b, r in rows)
-              + f" ns per tile per block ({rows[0][1]['gbps'] / 1000:.2f} to {rows[-1][1]['gbps'] / 1000:.2f} TB/s "
+        by = lambda key, **want: sorted(own_copies(run, data=data, cluster=2, **want), key=lambda r: r["config"][key])
+        rows = by("blocks", rows=128, stages=4)
+        print(f"{data:6s} 16 KiB tiles, 4 stages: "
+              + ", ".join(f"{r['config']['blocks']} blocks {r['per_tile_ns']:.0f}" for r in rows)
+              + f" ns per tile per block ({rows[0]['gbps'] / 1000:.2f} to {rows[-1]['gbps'] / 1000:.2f} TB/s "
               f"into shared memory)")
-        tiles = sorted(((c["tile_bytes"], r) for c, r in recs if c["data"] == data
-                        and own(c, cluster=2, blocks=128, stages=4)), key=lambda t: t[0])
-        slots = sorted(((c["stages"], r) for c, r in recs if c["data"] == data
-                        and own(c, cluster=2, blocks=128, rows=64)), key=lambda t: t[0])
-        print(f"{'':6s} 128 blocks, by tile: " + ", ".join(f"{b // 1024} KiB {r['per_tile_ns']:.0f}" for b, r in tiles)
-              + " ns; 8 KiB tiles by slots: " + ", ".join(f"{s} {r['per_tile_ns']:.0f}" for s, r in slots) + " ns")
-        pairs = []
-        for c, r in recs:
-            if c["data"] == data and c["multicast"]:
-                o = next(x for cc, x in recs if own(cc, data=data, cluster=c["cluster"], blocks=c["blocks"], rows=128,
-                                                    stages=4))
-                pairs.append(f"{c['blocks']} blocks in {c['cluster']}s {o['ms'] / r['ms']:.2f}x")
-        print(f"{'':6s} multicast against own copies (time): " + ", ".join(pairs))
+        print(f"{'':6s} 128 blocks, by tile: "
+              + ", ".join(f"{r['config']['tile_bytes'] // 1024} KiB {r['per_tile_ns']:.0f}"
+                          for r in by("tile_bytes", blocks=128, stages=4))
+              + " ns; 8 KiB tiles by slots: "
+              + ", ".join(f"{r['config']['stages']} {r['per_tile_ns']:.0f}" for r in by("stages", blocks=128, rows=64))
+              + " ns")
+        print(f"{'':6s} multicast against own copies (time): "
+              + ", ".join(f"{mc['config']['blocks']} blocks in {mc['config']['cluster']}s {own['ms'] / mc['ms']:.2f}x"
+                          for own, mc in multicast_pairs(run) if mc["config"]["data"] == data))
 
 
 def measure_short_count(counts=(0, 16, 4096, 8192, 16368), trials=10, box=(64, 128)):
