@@ -6,8 +6,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
-from conftest import report
+from conftest import gpu_only, report
 from kernels.lessons import l06_tma_by_hand_exercise as ex06
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +41,7 @@ WRONG = {
     "too few arguments": _wrong(WAIT, "mbar_wait_bounded(full + 8 * slot, phase)"),
     "two-slot flip": _wrong("if (++slot == STAGES) {  // the ring wrapped: every barrier's next phase has the other "
                             "parity\n      slot = 0;\n      phase ^= 1;\n    }", "slot ^= 1;\n    if (slot == 0) phase ^= 1;"),
+    "trap": _wrong("    fence_proxy_async();\n", "    __trap();  // stops the GPU, as a broken ring can\n    fence_proxy_async();\n"),
 }
 
 
@@ -142,3 +144,15 @@ def test_ex06_stretch_a_two_slot_only_flip_fails_with_three_slots():
     passed, text = report(ex06.stretch, two_only)
     assert not passed and "FAIL  3 slots" in text, text
     assert report(ex06.stretch, RIGHT)[0]
+
+
+@gpu_only
+def test_ex06_a_ring_that_stops_the_gpu_is_reported_and_this_process_keeps_its_gpu():
+    """A fault of a CUDA context is sticky: had the learner's ring run in this process, every later kernel here
+    would fail (the notebook's, or the next test's: on the H200, a trap of "phase starts at 1" did so)."""
+    passed, text = report(ex06.check, WRONG["trap"])
+    assert not passed
+    assert "FAIL  on the GPU: values and termination: your ring stopped the GPU (" in text, text
+    assert "this notebook's GPU is unharmed" in text, text
+    x = torch.randn(1 << 16, device="cuda")
+    assert torch.equal(x * 1, x)  # a kernel of this process still runs

@@ -2,7 +2,7 @@
 (arm each slot's barrier with the bytes its load delivers, wait on that slot's barrier with the phase of this
 round, bounded, flip the phase when the ring wraps, fence before the TMA store).
 
-The learner's CUDA is checked three ways:
+The learner's CUDA is checked four ways:
 - compiled with nvcc for sm_90a (anywhere): a compile error comes back as the learner's line and nvcc's words;
 - read in the PTX: expect_tx and its byte count, try_wait.parity, the parity flipping in the loop,
   fence.proxy.async before the bulk store, the bulk commit/wait;
@@ -10,12 +10,16 @@ The learner's CUDA is checked three ways:
   a small model of an mbarrier (arrivals, a byte count, a phase) and of TMA (loads land later, in pieces),
   which says which wait returned too early, on which barrier, and what the store read;
 - on a GPU: built with a launcher (kernels.lab.cuda.build), run on fresh random data into a poisoned output,
-  every wait bounded, so a barrier that never completes is reported, never a hang.
+  every wait bounded, so a barrier that never completes is reported, never a hang; run in a process of its own,
+  so a ring that stops the GPU does not take the notebook's CUDA context with it.
 The helpers (``HELPERS``) are those of kernels/ops/tma_cuda.py, bounded wait included."""
 import hashlib
+import importlib.util
+import json
 import random
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import torch
@@ -52,7 +56,7 @@ void run_ring2(torch::Tensor x, torch::Tensor y, int64_t grid, int64_t budget_ns
 """
 _SIGNATURE = ("void run_ring2(torch::Tensor x, torch::Tensor y, int64_t grid, int64_t budget_ns, int64_t smem_bytes, "
               "torch::Tensor timeouts)")
-_BUILT = {}  # learner's source -> its run_ring2
+_BUILT = {}  # learner's source -> (the extension's file, its run_ring2's name)
 
 
 def combined(sources):
@@ -67,12 +71,13 @@ def combined(sources):
 
 
 def build(*sources):
-    """Build the learners' sources (markers removed) for the GPU, all in one extension (GPU only)."""
+    """Build the learners' sources (markers removed) for the GPU, all in one extension (GPU only): for each,
+    (the extension's file, the name of its launcher), which ``gpu_run``'s child process loads."""
     todo = [s for s in dict.fromkeys(sources) if s not in _BUILT]
     if todo:
         module = cuda.build("ex06_ring2", *combined(todo))
         for i, src in enumerate(todo):
-            _BUILT[src] = getattr(module, f"run_ring2_{i}")
+            _BUILT[src] = (module.__file__, f"run_ring2_{i}")
     return [_BUILT[s] for s in sources]
 
 
@@ -416,10 +421,18 @@ def model_check(src, stages=2):
 
 # ---- on the GPU -----------------------------------------------------------------------------------------------
 
-def gpu_run(src, rounds=3):
-    """Build the learner's ring with the course's launcher, copy fresh random fp16 tensors into poisoned outputs,
-    every wait bounded; a timeout is reported as such."""
-    run_ring2, = build(src)
+# What a ring that stopped the GPU did. On the H200 (2026-12-02) the answer whose phase starts at 1 stopped it
+# with "unspecified launch failure" 3 times in 26 runs; the other wrong answers of tests/test_exercise_06.py never
+# did, in 60 runs each. Its waits return before their loads land, so the thread re-arms a barrier whose phase is
+# still open and leaves while loads still write its shared memory (a hypothesis: which of the two traps is not
+# measured). A fault of a CUDA context is sticky: every later kernel of that process fails too.
+_CRASHED = ("your ring stopped the GPU ({}), in a process of its own: this notebook's GPU is unharmed. A ring whose "
+            "waits return before their loads land can do this (on the H200 the answer whose phase starts at 1 did, now "
+            "and then): the model's check above says which wait returned too early")
+
+
+def _copies(run_ring2, rounds):
+    """Copy fresh random fp16 tensors into poisoned outputs through ``run_ring2``, every wait bounded."""
     rng = random.Random()
     for _ in range(rounds):
         M, N = BOX[0] * rng.randint(3, 40), BOX[1] * rng.randint(2, 20)
@@ -437,6 +450,39 @@ def gpu_run(src, rounds=3):
                                  "reports to, or a phase that does not match")
         lab_check.compare(f"{M}x{N} fp16 copy through your ring ({grid} CTAs)", y, x.double(), 0.0)
     return f"{rounds} random shapes copied exactly, every CTA finished"
+
+
+def _child(path, name, rounds):
+    """In the child process: load the built extension, copy, print the outcome as the last line (JSON)."""
+    spec = importlib.util.spec_from_file_location(Path(path).stem.split(".")[0], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        outcome = ["pass", _copies(getattr(module, name), rounds)]
+    except AssertionError as e:
+        outcome = ["fail", str(e)]
+    except Exception as e:  # a CUDA error: the context is gone, and with it every later kernel of this process
+        outcome = ["crash", str(e).splitlines()[0] if str(e) else type(e).__name__]
+    print("\n" + json.dumps(outcome), flush=True)
+
+
+def gpu_run(src, rounds=3):
+    """Build the learner's ring with the course's launcher (here, where the build is kept), then run it in a
+    process of its own (``_copies``): a ring that stops the GPU takes that process's CUDA context with it, not
+    the notebook's or the test worker's. A timeout is reported as such."""
+    (path, name), = build(src)
+    code = f"from kernels.lessons.l06_tma_by_hand_exercise import _child; _child({path!r}, {name!r}, {rounds})"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[2])
+    try:
+        kind, note = json.loads(run.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        kind, note = "crash", f"the process ended with code {run.returncode}: {run.stderr.strip()[-300:]}"
+    if kind == "crash":
+        raise AssertionError(_CRASHED.format(note))
+    if kind == "fail":
+        raise AssertionError(note)
+    return note
 
 
 def check(ring_cuda):

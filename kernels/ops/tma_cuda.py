@@ -130,7 +130,11 @@ __device__ __forceinline__ void ring(const CUtensorMap* in, const CUtensorMap* o
   int slot = 0;
   uint32_t phase = 0;  // the parity of the phase every barrier of this round completes
   for (int k = 0; k < mine; ++k) {
-    if (!mbar_wait_bounded(full + 8 * slot, phase, budget_ns)) { atomicAdd(timeouts, 1); return; }
+    if (!mbar_wait_bounded(full + 8 * slot, phase, budget_ns)) {  // give up and say so, but only once the
+      atomicAdd(timeouts, 1);                                      // stores issued have read their slots
+      bulk_wait_read<0>();
+      return;
+    }
     fence_proxy_async();
     int x, y;
     at(k, x, y);
