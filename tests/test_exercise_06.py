@@ -30,6 +30,7 @@ def _wrong(old, new):
 
 ARM = "mbar_arrive_expect_tx(full + 8 * s, BOX_M * BOX_N * 2);"
 WAIT = "mbar_wait_bounded(full + 8 * slot, phase, budget_ns)"
+WAIT_BLOCK = RIGHT[RIGHT.index(f"if (!{WAIT})"):RIGHT.index("return;\n    }") + len("return;\n    }")]
 COUNTS = ("BOX_M * BOX_N", "BOX_M * BOX_N * sizeof(float)", "SLOT_STRIDE")  # wrong byte counts
 WRONG = {
     "no expect_tx": _wrong(ARM, ""),
@@ -41,6 +42,9 @@ WRONG = {
     "too few arguments": _wrong(WAIT, "mbar_wait_bounded(full + 8 * slot, phase)"),
     "two-slot flip": _wrong("if (++slot == STAGES) {  // the ring wrapped: every barrier's next phase has the other "
                             "parity\n      slot = 0;\n      phase ^= 1;\n    }", "slot ^= 1;\n    if (slot == 0) phase ^= 1;"),
+    "result ignored": _wrong(WAIT_BLOCK, f"{WAIT};"),
+    "timeout not counted": _wrong("      atomicAdd(timeouts, 1);\n", ""),
+    "spin wait": _wrong(WAIT_BLOCK, "while (!mbar_try_wait(full + 8 * slot, phase)) {\n    }"),
     "trap": _wrong("    fence_proxy_async();\n", "    __trap();  // stops the GPU, as a broken ring can\n    fence_proxy_async();\n"),
 }
 
@@ -144,6 +148,25 @@ def test_ex06_stretch_a_two_slot_only_flip_fails_with_three_slots():
     passed, text = report(ex06.stretch, two_only)
     assert not passed and "FAIL  3 slots" in text, text
     assert report(ex06.stretch, RIGHT)[0]
+
+
+def test_ex06_a_wait_whose_result_is_ignored_stores_after_giving_up_in_the_model():
+    passed, text = report(ex06.check, WRONG["result ignored"])
+    assert not passed
+    assert ("one load lost: when a wait gave up (a load that never lands), your kernel went on and stored tile (0, 1): "
+            "use mbar_wait_bounded's result") in text, text
+
+
+def test_ex06_a_timeout_not_counted_is_named():
+    passed, text = report(ex06.check, WRONG["timeout not counted"])
+    assert not passed and "a wait gave up (a load that never lands) and nothing counted it" in text, text
+
+
+def test_ex06_an_unbounded_spin_wait_ends_with_a_message_not_a_hang():
+    passed, text = report(ex06.check, WRONG["spin wait"])
+    assert not passed
+    assert "your kernel did not finish in the model (5 s) with one load lost: a wait that spins without a bound" in text
+    assert "TimeoutExpired" not in text, text
 
 
 @gpu_only

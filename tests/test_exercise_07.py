@@ -75,5 +75,16 @@ def test_ex07_the_wrong_prediction_says_why():
     assert not passed and "last wave is mostly idle" in text, text
 
 
+@pytest.mark.parametrize("answer", ["128X128", "128 x 128", "(128, 128)", (128, 128)])
+def test_ex07_the_right_prediction_in_another_spelling_passes(answer):
+    assert report(ex07.check, gemm.waves, gemm.split_plan, answer)[0]
+
+
+@pytest.mark.parametrize("answer", ["128", "big", (128, 256, 64)])
+def test_ex07_a_prediction_that_is_not_a_tile_says_how_to_answer(answer):
+    passed, text = report(ex07.check, gemm.waves, gemm.split_plan, answer)
+    assert not passed and 'is not a tile: answer "128x128" or "128x256"' in text, text
+
+
 def test_ex07_the_prediction_follows_the_waves():
     assert ex07.wave_units(3072, 3072, 128, 128) < ex07.wave_units(3072, 3072, 128, 256)

@@ -103,7 +103,8 @@ static int atomicAdd(int* p, int v) { int old = *p; *p += v; return old; }
 
 namespace tma {
 struct Bar { int count = 0, pending = 0; long tx = 0; unsigned phase = 0; };
-struct Load { uint32_t dst, bar; int x, y; long left; };
+struct Load { uint32_t dst, bar; int x, y; long left; bool lost = false; };
+static int lose = -1, issued = 0;  // the load (in issue order, per CTA) that never lands: a lost copy
 static std::map<uint32_t, Bar> bars;
 static std::vector<Load> flight;
 static std::map<uint32_t, Load> slot;  // what each slot holds: the tile, and the bytes not landed yet
@@ -131,13 +132,13 @@ inline void mbar_arrive_expect_tx(uint32_t b, uint32_t bytes) {
 }
 inline void tma_load_2d(uint32_t dst, const CUtensorMap*, int x, int y, uint32_t b) {
   printf("load %u %d %d %u\n", dst, x, y, b);
-  Load l{dst, b, x, y, TILE_BYTES};
+  Load l{dst, b, x, y, TILE_BYTES, issued++ == lose};
   flight.push_back(l); slot[dst] = l;
 }
 // land the loads that report to barrier b, a chunk at a time, until its phase of parity p completes
 static bool land_until(uint32_t b, uint32_t p) {
   for (auto& l : flight) {
-    if (l.bar != b) continue;
+    if (l.bar != b || l.lost) continue;
     while (l.left > 0) {
       if ((bars[b].phase & 1u) != p) return true;
       l.left -= CHUNK; slot[l.dst].left = l.left; bars[b].tx -= CHUNK; complete(b);
@@ -145,9 +146,18 @@ static bool land_until(uint32_t b, uint32_t p) {
   }
   return (bars[b].phase & 1u) != p;
 }
+// polling is waiting too: a chunk lands per try; a try that succeeds is written as a wait that succeeded
 inline bool mbar_try_wait(uint32_t b, uint32_t p) {
   if (!known(b, "wait")) return false;
-  return (bars[b].phase & 1u) != (p & 1u);
+  if ((bars[b].phase & 1u) != (p & 1u)) { printf("wait %u %u 1 1\n", b, p); return true; }
+  for (auto& l : flight)
+    if (l.bar == b && !l.lost && l.left > 0) {
+      l.left -= CHUNK; slot[l.dst].left = l.left; bars[b].tx -= CHUNK; complete(b);
+      break;
+    }
+  if ((bars[b].phase & 1u) == (p & 1u)) return false;
+  printf("wait %u %u 0 1\n", b, p);
+  return true;
 }
 inline uint64_t globaltimer() { return 0; }
 inline bool mbar_wait_bounded(uint32_t b, uint32_t p, uint64_t) {
@@ -174,8 +184,9 @@ int main(int argc, char** argv) {
   CUtensorMap in{0}, out{1};
   int timeouts = 0;
   gridDim.x = grid;
+  if (argc > 4) tma::lose = atoi(argv[4]);
   for (unsigned b = 0; b < (unsigned)grid; ++b) {
-    tma::bars.clear(); tma::flight.clear(); tma::slot.clear();
+    tma::bars.clear(); tma::flight.clear(); tma::slot.clear(); tma::issued = 0;
     blockIdx.x = b;
     printf("cta %u\n", b);
     ring2(in, out, tiles_m, tiles_n, 20000000ull, &timeouts);
@@ -327,8 +338,12 @@ def _parity_flips(ptx):
 
 # ---- the model: the same CUDA run on the CPU with model helpers -----------------------------------------------
 
-def model_trace(src, stages, tiles_m, tiles_n, grid):
-    """The model's event lines for the learner's source (no markers) on a grid of ``grid`` CTAs."""
+MODEL_SECONDS = 5  # the model's run is over in well under a second: longer is a loop that never ends
+
+
+def model_trace(src, stages, tiles_m, tiles_n, grid, lose=None):
+    """The model's event lines for the learner's source (no markers) on a grid of ``grid`` CTAs; ``lose``: the
+    load of each CTA (0 = its first) that never lands, as a lost copy or a wrong count would on the GPU."""
     head = f"#define STAGES {stages}\nstatic const long TILE_BYTES = {TILE_BYTES};\n" + MODEL
     text = head + src + MODEL_MAIN
     folder = cuda.CACHE / ("ex06-model-" + hashlib.sha256(text.encode()).hexdigest()[:16])
@@ -344,8 +359,14 @@ def model_trace(src, stages, tiles_m, tiles_n, grid):
             raise AssertionError("your kernel compiles with nvcc but not against the course's model of the barriers: "
                                  "call only the helpers given (mbar_arrive_expect_tx, mbar_wait_bounded, "
                                  "fence_proxy_async, ...), no inline PTX of your own. " + "; ".join(said[:2]))
-    run = subprocess.run([str(exe), str(tiles_m), str(tiles_n), str(grid)], capture_output=True, text=True,
-                         timeout=60)
+    argv = [str(exe), str(tiles_m), str(tiles_n), str(grid)] + ([str(lose)] if lose is not None else [])
+    try:
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=MODEL_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"your kernel did not finish in the model ({MODEL_SECONDS} s)" +
+                             (" with one load lost" if lose is not None else "") +
+                             ": a wait that spins without a bound (mbar_wait_bounded gives up after budget_ns and "
+                             "says so), or a loop whose end is never reached") from None
     return run.stdout.splitlines()
 
 
@@ -407,7 +428,29 @@ def diagnose(lines, tiles_m, tiles_n):
     return None
 
 
+def diagnose_lost(lines):
+    """With one load lost, the wait for it must give up, and the kernel must count that and store nothing more:
+    what the GPU run relies on to report a barrier that never completes instead of storing a half-landed tile."""
+    gave_up = False
+    for line in lines:
+        f = line.split()
+        if f[0] == "wait" and f[4] == "0":
+            gave_up = True
+        elif f[0] == "store" and gave_up:
+            tile = (int(f[2]) // BOX[0], int(f[1]) // BOX[1])
+            return (f"when a wait gave up (a load that never lands), your kernel went on and stored tile {tile}: "
+                    "use mbar_wait_bounded's result; on false, count the timeout (atomicAdd(timeouts, 1)) and "
+                    "return")
+        elif f[0] == "end" and gave_up:
+            if int(f[1]) == 0:
+                return ("a wait gave up (a load that never lands) and nothing counted it: on false, "
+                        "atomicAdd(timeouts, 1), so the host can say that the barrier never completed")
+            return None
+    return None if gave_up else "with a load lost, no wait gave up: does each tile's wait go to its own slot's barrier?"
+
+
 MODEL_CASES = ((3, 3, 2), (2, 3, 4), (1, 1, 1))  # (tiles_m, tiles_n, CTAs): rounds that wrap, a short CTA, one tile
+MODEL_LOST = (3, 3, 1, 1)  # 9 tiles on one CTA, its second load lost
 
 
 def model_check(src, stages=2):
@@ -415,8 +458,12 @@ def model_check(src, stages=2):
         wrong = diagnose(model_trace(src, stages, tiles_m, tiles_n, grid), tiles_m, tiles_n)
         if wrong:
             raise AssertionError(f"{tiles_m * tiles_n} tiles on {grid} CTA(s), {stages} slots: {wrong}")
+    tiles_m, tiles_n, grid, lose = MODEL_LOST
+    wrong = diagnose_lost(model_trace(src, stages, tiles_m, tiles_n, grid, lose=lose))
+    if wrong:
+        raise AssertionError(f"{tiles_m * tiles_n} tiles on {grid} CTA, {stages} slots, one load lost: {wrong}")
     return (f"{sum(m * n for m, n, _ in MODEL_CASES)} tiles on 1-4 CTAs: every wait on its own slot's barrier and "
-            "phase, every tile stored whole after a fence")
+            "phase, every tile stored whole after a fence; a lost load counted, nothing stored after it")
 
 
 # ---- on the GPU -----------------------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 against the course's (``gemm.waves``, ``gemm.split_plan``) on many shapes, edges included (M not a multiple
 of BLOCK_M, fewer tiles than SMs, a last wave that is full, a split that would exceed the K tiles), and a
 prediction at 3072^3. A wrong answer a learner is likely to write is named, with a shape that shows it."""
+import re
+
 from ..lab import check as lab_check
 from ..ops import gemm
 
@@ -118,13 +120,21 @@ def wave_units(M, N, BM, BN, sms=SMS):
     return (full + (1 if tail else 0)) * BM * BN / (128 * 128)
 
 
+def _tile(answer):
+    """A tile answer in the course's spelling: "128x128" from "128X128", "128 x 128", "(128, 128)" or (128, 128)."""
+    sizes = [int(v) for v in answer] if isinstance(answer, (tuple, list)) else re.findall(r"\d+", str(answer))
+    if len(sizes) != 2:
+        raise AssertionError(f"{answer!r} is not a tile: answer \"128x128\" or \"128x256\" (BLOCK_M x BLOCK_N)")
+    return f"{int(sizes[0])}x{int(sizes[1])}"
+
+
 def _prediction(faster):
-    faster = faster() if callable(faster) else faster
+    faster = _tile(faster() if callable(faster) else faster)
     a, b = wave_units(3072, 3072, 128, 128), wave_units(3072, 3072, 128, 256)
     right = "128x128" if a < b else "128x256"
     why = (f"counted in waves, 128x128 takes {a:.0f} waves of one unit and 128x256 {b / 2:.0f} waves of two units "
            f"= {b:.0f}: the larger tile's last wave is mostly idle and costs as much as a full one")
-    if str(faster).replace(" ", "") != right:
+    if faster != right:
         raise AssertionError(f"not what the waves say: {why}; the extra flops per byte of 128x256 do not win back "
                              "a wave")
     return why

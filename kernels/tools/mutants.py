@@ -1,0 +1,515 @@
+"""Mutation testing of the exercise checks: does each check fail every wrong answer, and say why?
+
+Each solution notebook (the single source) is read; every answer region (``### BEGIN SOLUTION`` ...
+``### END SOLUTION``) is mutated mechanically, one change at a time, the way learners go wrong: a mask or an
+``other=`` dropped, a bound off by one, a stride, a size or a program axis swapped for another, an argument
+pair swapped, a dtype changed, a constant changed, a statement deleted. Python answers (Triton, TileLang,
+plain functions) are mutated on their AST; exercise 06's CUDA C++ on the text of its protocol lines. Each
+mutant runs through the notebook's own cells: the cells before its cell as the solution has them, its cell
+mutated, then every later cell that uses what it defines, checks included. Its outcome:
+
+- named: a check failed and its message names the mutated construct (the words each operator lists);
+- symptom: a check failed with a message that does not name it;
+- not attempted: the checks called a written answer a stub;
+- raw: an exception escaped the checks (the learner would see a traceback);
+- equivalent: every check passed, and every kernel the checks compiled for sm_90 has the solution's PTX;
+- survived: every check passed, and the compiled code differs (or nothing was compiled to compare).
+
+    python -m kernels.tools.mutants 01 04       # those exercises; all when none is named
+    python -m kernels.tools.mutants --sample 5  # 5 mutants per exercise, drawn evenly (CI's quick run)
+    python -m kernels.tools.mutants --report    # write reports/mutants.json and .md (the committed report)
+"""
+import argparse
+import ast
+import contextlib
+import copy
+import hashlib
+import io
+import json
+import linecache
+import os
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parents[2]
+REPORT = ROOT / "reports" / "mutants.json"
+BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
+HIDDEN = re.compile(r"^\s*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
+
+# the words a check's message must hold to name what a mutant changed, by construct
+NAMES = {
+    "mask": ("mask", "edge", "outside", "past the", "beyond", "ragged", "guard"),
+    "bound": ("mask", "edge", "bound", "last row", "last column", "tail", "outside", "past the", "ragged", "off by"),
+    "stride": ("stride",),
+    "pointer": ("pointer", "operand", "descriptor", "the output", "the input", "reads", "swapped"),
+    "size": ("shape", "size", " m ", " n ", " k ", "rows", "columns", "tail"),
+    "axis": ("grid", "program", "axis", "axes", "swapped", "transposed", "holds tile", "holds the values"),
+    "order": ("swapped", "transposed", "order", "coordinates", "axes", "operand", "holds tile", "holds the values"),
+    "dtype": ("dtype", "fp16", "fp32", "bf16", "fp8", "e4m3", "float", "precision", "accumulat", "convert", "type"),
+    "scale": ("scale",),
+    "broadcast": ("row", "column", "broadcast", "shape", "transposed"),
+    "tma": ("tma", "descriptor", "block_shape", "box"),
+    "byte count": ("byte count", "expect", "bytes"),
+    "phase": ("phase", "parity"),
+    "fence": ("fence",),
+    "barrier": ("barrier", "slot"),
+    "wait": ("wait", "timeout", "gave up", "bounded", "never completed"),
+    "loop": ("loop", "k loop", "tail", "step", "accumulat", "iteration"),
+}
+SIZES = ({"M", "N", "K"}, {"BLOCK_M", "BLOCK_N", "BLOCK_K"}, {"block_M", "block_N", "block_K"}, {"pid_m", "pid_n"},
+         {"rows", "cols"}, {"n", "elem_bytes"}, {"flops", "nbytes"}, {"tflops", "tbps"})
+DTYPES = ("float16", "bfloat16", "float32", "float8e4nv", "float8e5")
+SUBSTITUTE_DTYPE = {"float32": "float16", "float16": "float32", "bfloat16": "float16", "float8e4nv": "float16",
+                    "float8e5": "float8e4nv"}
+
+
+@dataclass
+class Mutant:
+    exercise: str
+    cell: int
+    operator: str
+    construct: str
+    line: str         # the solution's line it changes
+    change: str       # what it became
+    source: str = field(repr=False)  # the mutated cell
+    outcome: str = ""
+    message: str = ""  # the checks' FAIL/todo lines, or the exception
+    seconds: float = 0.0
+
+    @property
+    def key(self):
+        return hashlib.sha256(self.source.encode()).hexdigest()[:10]
+
+
+# ---- the notebook --------------------------------------------------------------------------------------------
+
+def solution(number):
+    path, = ROOT.glob(f"solutions/{number}_*.ipynb")
+    return path, nbformat.read(path, as_version=4)
+
+
+def regions(source):
+    """Line ranges (1-based, inclusive) of the answer regions of a cell."""
+    lines, found, start = source.splitlines(), [], None
+    for i, line in enumerate(lines, 1):
+        if line.strip().endswith(BEGIN):  # "### BEGIN SOLUTION", or "// ### BEGIN SOLUTION" in CUDA
+            start = i + 1
+        elif line.strip().endswith(END) and start:
+            found.append((start, i - 1))
+            start = None
+    return found
+
+
+def in_regions(node, spans):
+    return hasattr(node, "lineno") and any(a <= node.lineno <= b and node.end_lineno <= b for a, b in spans)
+
+
+# ---- mutation operators on a Python answer (AST) ---------------------------------------------------------------
+
+def _params(tree):
+    """The names an answer can confuse: the functions' parameters and the names the cell assigns."""
+    return {a.arg for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.Lambda))
+            for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)} | \
+        {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _peers(name, params):
+    """The names a learner confuses with ``name``: other strides, pointers, sizes of the same family."""
+    stride = re.fullmatch(r"stride_([a-z]+)([a-z])", name)
+    if stride:  # stride_<tensor><dim>: the same tensor's other stride, or another tensor's along the same dim
+        tensor, dim = stride.groups()
+        yield from sorted(p for p in params if p != name and re.fullmatch(rf"stride_({tensor}[a-z]|[a-z]+{dim})", p))
+        return
+    for end in ("_ptr", "_desc"):  # another tensor's pointer or descriptor (the parameters, not derived names)
+        if name.endswith(end):
+            yield from sorted(p for p in params if p.endswith(end) and p != name)
+            return
+    for group in SIZES:
+        if name in group:
+            yield from sorted((group & params) - {name})
+
+
+def _plumbing(tree):
+    """Constants that only spell an axis or a range (program_id(0), arange(0, ...), x[:, None]): other operators
+    cover their mistakes; changing them gives code no learner writes (a third program axis, a 127-long range)."""
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+                "program_id", "arange", "num_programs"):
+            ids |= {id(a) for a in node.args}
+        if isinstance(node, ast.Subscript):
+            ids |= {id(n) for n in ast.walk(node.slice)}
+    return ids
+
+
+def _candidates(tree, spans):
+    """(index in ast.walk order, operator, construct, how to change the copy's node) for each mutation."""
+    params, plumbing = _params(tree), _plumbing(tree)
+    for i, node in enumerate(ast.walk(tree)):
+        if not in_regions(node, spans):
+            continue
+        if isinstance(node, ast.Call):
+            for k, kw in enumerate(node.keywords):
+                if kw.arg in ("mask", "other"):
+                    yield i, f"drop {kw.arg}=", "mask", lambda n, k=k: n.keywords.pop(k)
+            f = node.func
+            if isinstance(f, ast.Attribute) and f.attr == "program_id" and node.args and isinstance(node.args[0], ast.Constant):
+                yield i, "other program axis", "axis", lambda n: setattr(n.args[0], "value", 1 - n.args[0].value)
+            if isinstance(f, ast.Attribute) and f.attr == "to" and len(node.args) == 1:
+                yield i, "drop .to()", "dtype", None  # handled by the parent (replaces the call by its receiver)
+            called = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            # min, max and their tl forms are commutative: a swap of their arguments is the same program
+            if len(node.args) >= 2 and called not in ("arange", "full", "zeros", "min", "max", "minimum", "maximum"):
+                yield i, "swap the first two arguments", "order", lambda n: n.args.__setitem__(slice(0, 2), n.args[1::-1])
+        elif isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) == 2 and isinstance(node.ctx, ast.Load):
+            yield i, "swap a pair", "order", lambda n: n.elts.reverse()
+        elif isinstance(node, ast.Compare) and len(node.ops) == 1:
+            flip = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq}
+            if type(node.ops[0]) in flip:
+                yield i, "off-by-one comparison", "bound", lambda n: n.ops.__setitem__(0, flip[type(n.ops[0])]())
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            for peer in _peers(node.id, params):
+                construct = ("stride" if "stride" in node.id else "pointer" if node.id.endswith(("_ptr", "_desc"))
+                             else "size")
+                yield i, f"{node.id} -> {peer}", construct, lambda n, p=peer: setattr(n, "id", p)
+        elif isinstance(node, ast.Attribute) and node.attr in SUBSTITUTE_DTYPE:
+            yield i, f"{node.attr} -> {SUBSTITUTE_DTYPE[node.attr]}", "dtype", \
+                lambda n: setattr(n, "attr", SUBSTITUTE_DTYPE[n.attr])
+        elif isinstance(node, ast.Constant) and type(node.value) in (int, float) and id(node) not in plumbing:
+            new = node.value + 1 if isinstance(node.value, int) else (node.value * 2 if node.value else 1.0)
+            yield i, f"{node.value!r} -> {new!r}", "size", lambda n, v=new: setattr(n, "value", v)
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2:
+            yield i, "[:, None] <-> [None, :]", "broadcast", lambda n: n.slice.elts.reverse()
+        if isinstance(node, (ast.FunctionDef, ast.For, ast.If, ast.While, ast.With)) or hasattr(node, "body"):
+            body = getattr(node, "body", [])
+            for k, stmt in enumerate(body if isinstance(body, list) else []):
+                if in_regions(stmt, spans) and not isinstance(stmt, (ast.Return, ast.Pass)) and len(body) > 1:
+                    yield i, "delete a statement", _statement_construct(stmt), lambda n, k=k: n.body.pop(k)
+
+
+def _statement_construct(stmt):
+    text = ast.unparse(stmt)
+    for word, construct in (("mask", "mask"), ("stride", "stride"), ("scale", "scale"), ("desc", "tma"),
+                            ("program_id", "axis"), (".to(", "dtype"), ("dot", "loop"), ("acc", "loop")):
+        if word in text:
+            return construct
+    return "size"
+
+
+def _drop_to(tree, target):
+    """Replace the call ``x.to(t)`` at ``target`` by ``x``, in whatever node holds it."""
+    for parent in ast.walk(tree):
+        for name, value in ast.iter_fields(parent):
+            if value is target:
+                setattr(parent, name, target.func.value)
+                return
+            if isinstance(value, list) and any(v is target for v in value):
+                value[[v is target for v in value].index(True)] = target.func.value
+                return
+
+
+def _enclosing_line(source, node):
+    return source.splitlines()[node.lineno - 1].strip()
+
+
+def python_mutants(number, index, source):
+    tree = ast.parse(source)
+    spans = regions(source)
+    base = ast.unparse(tree)
+    seen = {base}
+    for i, operator, construct, change in _candidates(tree, spans):
+        mutated = copy.deepcopy(tree)
+        node = next(n for j, n in enumerate(ast.walk(mutated)) if j == i)
+        original = next(n for j, n in enumerate(ast.walk(tree)) if j == i)
+        if change is None:
+            _drop_to(mutated, node)
+        else:
+            change(node)
+        ast.fix_missing_locations(mutated)
+        try:
+            text = ast.unparse(mutated)
+        except Exception:  # an operator that made no valid tree: not a mutant a learner can write
+            continue
+        if text in seen:
+            continue
+        seen.add(text)
+        after = _changed_line(base, text)
+        yield Mutant(f"{number}", index, operator, construct, _enclosing_line(source, original), after, text)
+
+
+def _changed_line(a, b):
+    for x, y in zip(a.splitlines(), b.splitlines()):
+        if x != y:
+            return y.strip()
+    return "(a line deleted)" if len(b.splitlines()) < len(a.splitlines()) else b.splitlines()[-1].strip()
+
+
+# ---- mutation operators on exercise 06's CUDA (text) -----------------------------------------------------------
+
+CUDA_CONSTRUCT = (("expect_tx", "byte count"), ("wait", "wait"), ("fence", "fence"), ("phase", "phase"),
+                  ("slot", "barrier"), ("timeouts", "wait"), ("return", "wait"))
+
+
+def cuda_mutants(number, index, source):
+    """The region lines of the CUDA string: each deleted, each integer changed, each slot/phase name confused."""
+    lines = source.splitlines(keepends=True)
+    seen = {source}
+    for a, b in regions(source):
+        for n in range(a - 1, b):
+            line = lines[n]
+            if not line.strip() or line.strip().startswith("//") or set(line.strip()) <= set("{}; "):
+                continue  # a lone brace deleted is a syntax error, not a protocol mistake
+            construct = next((c for word, c in CUDA_CONSTRUCT if word in line), "barrier")
+            code = line.split("//")[0]
+            variants = [("delete the line", "")]
+            for m in re.finditer(r"\b\d+\b", code):
+                v = int(m.group())
+                variants.append((f"{v} -> {v + 1}", line[:m.start()] + str(v + 1) + line[m.end():]))
+            for old, new in (("slot", "prev"), ("phase", "phase ^ 1"), ("slot", "(slot ^ 1)"), ("* 2", "* 4"),
+                             ("full + 8 * s", "full")):
+                # only where the name is read: "(slot ^ 1) = 0" or "phase ^ 1 ^= 1" is no learner's code
+                if re.search(rf"(?<![\w.+]){re.escape(old)}(?![\w+]|\s*[\^+]?=[^=])", code):
+                    variants.append((f"{old} -> {new}", re.sub(rf"(?<![\w.+]){re.escape(old)}(?![\w+]|\s*[\^+]?=[^=])", new, code, count=1)
+                                     + line[len(code):]))
+            for operator, new in variants:
+                text = "".join(lines[:n]) + new + "".join(lines[n + 1:])
+                if text in seen:
+                    continue
+                seen.add(text)
+                yield Mutant(number, index, operator, construct, line.strip(), new.strip() or "(deleted)", text)
+
+
+def mutants(number):
+    """Every mutant of exercise ``number``'s solution."""
+    _, nb = solution(number)
+    found = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or BEGIN not in cell.source:
+            continue
+        make = cuda_mutants if cell.source.lstrip().startswith(("RING = r", "CUDA = r")) else python_mutants
+        found += make(number, i, cell.source)
+    return found
+
+
+# ---- running a mutant through the notebook's cells ----------------------------------------------------------
+
+_PTX_FILE = "COURSE_MUTANT_PTX"
+
+
+def _record_ptx():
+    """Every kernel the checks compile for sm_90 is written (name, PTX digest) to the file in $COURSE_MUTANT_PTX:
+    the checks may compile in a forked child, so a file, not a list, carries it back."""
+    from kernels.lab import aot
+    original = aot.compile_sm90
+    if getattr(original, "recorded", False):
+        return
+
+    def compile_sm90(kernel, *args, **meta):
+        compiled = original(kernel, *args, **meta)
+        path = os.environ.get(_PTX_FILE)
+        if path:
+            ptx = "\n".join(line for line in compiled.ptx.splitlines()
+                            if not line.lstrip().startswith((".loc", ".file", "//", "$L__", ".section")))
+            with open(path, "a") as f:
+                f.write(f"{compiled.name} {hashlib.sha256(ptx.encode()).hexdigest()[:16]}\n")
+        return compiled
+    compile_sm90.recorded = True
+    aot.compile_sm90 = compile_sm90
+
+
+def _defines(source):
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))} | \
+        {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+
+
+def _uses(source):
+    try:
+        return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
+    except SyntaxError:
+        return set()
+
+
+def _exec(ns, source, name):
+    source = HIDDEN.sub("", source)
+    filename = f"<mutant-{name}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)  # Triton reads the source
+    exec(compile(source, filename, "exec"), ns)
+
+
+class Runner:
+    """One exercise's notebook, executed once as the solution; a mutant's cell runs in a copy of that namespace
+    (so the other answers a check takes are the solution's), then the later cells that use what it defines."""
+
+    def __init__(self, number):
+        import matplotlib
+        matplotlib.use("Agg")
+        self.number = number
+        _, self.nb = solution(number)
+        self.cells = [c.source for c in self.nb.cells if c.cell_type == "code"]
+        self.index = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
+        self.solved = {"__name__": "__main__"}  # the namespace after every cell ran as the solution has it
+        for i, src in zip(self.index, self.cells):
+            with contextlib.redirect_stdout(io.StringIO()):
+                _exec(self.solved, src, f"{number}-{i}")
+        _record_ptx()
+        self.reference = {}
+
+    def later(self, index, source):
+        """The cells after ``index`` that use what the mutated cell (or a cell run after it) defines."""
+        names, run = _defines(source), []
+        for i, src in zip(self.index, self.cells):
+            if i > index and _uses(HIDDEN.sub("", src)) & names:
+                run.append((i, src))
+                names |= _defines(src)
+        return run
+
+    def run(self, mutant, ptx_path):
+        ns = dict(self.solved)
+        out = io.StringIO()
+        open(ptx_path, "w").close()
+        os.environ[_PTX_FILE] = ptx_path
+        start = time.monotonic()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                _exec(ns, mutant.source, f"{self.number}-{mutant.cell}-{mutant.key}")
+                for i, src in self.later(mutant.cell, mutant.source):
+                    _exec(ns, src, f"{self.number}-{i}")
+        except Exception as e:  # noqa: BLE001 - whatever escapes is what the learner would see
+            raised = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        else:
+            raised = None
+        finally:
+            del os.environ[_PTX_FILE]
+        mutant.seconds = round(time.monotonic() - start, 1)
+        text = out.getvalue()
+        failed = [line.strip() for line in text.splitlines() if re.match(r"\s+(FAIL|todo)\s", line)]
+        ptx = Path(ptx_path).read_text().splitlines()
+        if raised:
+            mutant.outcome, mutant.message = "raw", raised
+        elif any(line.startswith("FAIL") for line in failed):
+            mutant.message = "\n".join(failed)
+            words = NAMES[mutant.construct]
+            named = any(w in line.lower() for line in failed if line.startswith("FAIL") for w in words)
+            mutant.outcome = "named" if named else "symptom"
+        elif failed:
+            mutant.outcome, mutant.message = "not attempted", "\n".join(failed)
+        elif not re.search(r"checks? pass", text):
+            mutant.outcome, mutant.message = "raw", "no check printed a verdict"
+        else:
+            same = ptx and ptx == self.reference.get(mutant.cell)
+            mutant.outcome = "equivalent" if same else "survived"
+            mutant.message = "same PTX as the solution" if same else (
+                "the compiled code differs" if ptx else "nothing compiled to compare")
+        return mutant
+
+    def baseline(self, cell, ptx_path):
+        """The solution's own run of ``cell`` (through the same unparse as its mutants): it must pass."""
+        source = self.cells[self.index.index(cell)]
+        text = ast.unparse(ast.parse(source)) if not source.lstrip().startswith(("RING = r", "CUDA = r")) else source
+        m = self.run(Mutant(self.number, cell, "none", "size", "", "", text), ptx_path)
+        if m.outcome not in ("survived", "equivalent"):
+            raise SystemExit(f"exercise {self.number}: the solution itself does not pass through the runner: "
+                             f"{m.outcome}: {m.message}")
+        self.reference[cell] = Path(ptx_path).read_text().splitlines()
+
+
+def run_exercise(number, sample=None, log=print):
+    import tempfile
+    found = mutants(number)
+    if sample:
+        step = max(1, len(found) // sample)
+        found = found[::step][:sample]
+    runner = Runner(number)
+    ptx_path = tempfile.mktemp(prefix=f"mutant-ptx-{number}-")
+    for cell in sorted({m.cell for m in found}):
+        runner.baseline(cell, ptx_path)
+    for k, m in enumerate(found, 1):
+        runner.run(m, ptx_path)
+        log(f"{number} {k}/{len(found)} {m.outcome:13s} {m.seconds:5.1f}s  cell {m.cell} {m.operator}: "
+            f"{m.line} -> {m.change}" + (f"\n      {m.message.splitlines()[0][:200]}" if m.message else ""))
+    return found
+
+
+OUTCOMES = ("named", "symptom", "not attempted", "raw", "survived", "equivalent")
+
+
+def summary(results):
+    """Per exercise: how many mutants, and how many of each outcome."""
+    table = {}
+    for m in results:
+        row = table.setdefault(m.exercise, {"mutants": 0, **{o: 0 for o in OUTCOMES}})
+        row["mutants"] += 1
+        row[m.outcome] += 1
+    return table
+
+
+def fingerprint(number):
+    """What the report of an exercise depends on: its solution notebook and its check's module."""
+    path, _ = solution(number)
+    module, = ROOT.glob(f"kernels/lessons/l{number}_*_exercise.py")
+    digest = hashlib.sha256()
+    for p in (path, module, Path(__file__)):
+        digest.update(p.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def write_report(results, numbers):
+    REPORT.parent.mkdir(exist_ok=True)
+    old = json.loads(REPORT.read_text()) if REPORT.exists() else {"exercises": {}}
+    for number in numbers:
+        mine = [m for m in results if m.exercise == number]
+        old["exercises"][number] = {
+            "fingerprint": fingerprint(number), "summary": summary(mine)[number] if mine else {},
+            "mutants": [{k: v for k, v in asdict(m).items() if k not in ("source", "exercise")} for m in mine]}
+    REPORT.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
+    lines = ["# Mutation testing of the exercise checks", "",
+             "Written by `python -m kernels.tools.mutants --report` (CPU mode); read by tests/test_mutants.py.", "",
+             "| exercise | mutants | " + " | ".join(OUTCOMES) + " |", "|---" * (len(OUTCOMES) + 2) + "|"]
+    for number, entry in sorted(old["exercises"].items()):
+        s = entry["summary"]
+        lines.append(f"| {number} | {s.get('mutants', 0)} | " + " | ".join(str(s.get(o, 0)) for o in OUTCOMES) + " |")
+    for number, entry in sorted(old["exercises"].items()):
+        rest = [m for m in entry["mutants"] if m["outcome"] in ("survived", "equivalent", "raw", "symptom",
+                                                                 "not attempted")]
+        if rest:
+            lines += ["", f"## Exercise {number}: not named", ""]
+            lines += [f"- **{m['outcome']}** (cell {m['cell']}, {m['operator']}): `{m['line']}` -> `{m['change']}`"
+                      + (f": {m['message'].splitlines()[0][:240]}" if m["message"] else "") for m in rest]
+    REPORT.with_suffix(".md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("numbers", nargs="*", help="exercise numbers (00-08); all when none")
+    parser.add_argument("--sample", type=int, help="run only this many mutants per exercise, drawn evenly")
+    parser.add_argument("--report", action="store_true", help="write reports/mutants.json and reports/mutants.md")
+    parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    args = parser.parse_args(argv)
+    numbers = args.numbers or sorted(p.name[:2] for p in ROOT.glob("solutions/[0-9][0-9]_*.ipynb"))
+    if args.list:
+        for number in numbers:
+            for m in mutants(number):
+                print(f"{number} cell {m.cell} {m.operator} [{m.construct}]: {m.line} -> {m.change}")
+        return 0
+    import kernels  # noqa: F401  (picks the mode before Triton loads)
+    results = []
+    for number in numbers:
+        results += run_exercise(number, args.sample)
+    for number, row in summary(results).items():
+        print(number, " ".join(f"{k}={v}" for k, v in row.items()))
+    if args.report:
+        write_report(results, numbers)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
