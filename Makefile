@@ -4,6 +4,7 @@
 # make test-here / bench-here - the same in the current interpreter, installing nothing (a GPU box
 #               whose stack is already there: see README, "Running on a GPU machine")
 # make exercises - regenerate exercises/ from solutions/ (nbgrader's preprocessors)
+# make mutants - feed every check the wrong answers kernels/tools/mutants.py makes; report in reports/
 # make site   - the course as a static website in _build/html (mystmd reads the committed notebooks, offline)
 # make doctor / doctor-here - the seat check (kernels/tools/doctor.py) in .venv / in the current
 #               interpreter; run as a file so that it reports even where `import kernels` fails
@@ -25,7 +26,7 @@ $(1) -m pytest tests -q -p no:xdist -m timing; alone=$$?; \
 test $$parallel = 0 -a $$alone = 0
 endef
 
-.PHONY: lab test test-here bench-here exercises site doctor doctor-here clean
+.PHONY: lab test test-here bench-here exercises mutants site doctor doctor-here clean
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +57,9 @@ doctor-here:
 
 exercises: $(VENV)/.installed
 	$(PY) -m kernels.tools.exercises
+
+mutants: $(VENV)/.installed
+	$(PY) -m kernels.tools.mutants --report
 
 site: $(VENV)/.installed
 	$(PY) website/build.py

@@ -47,7 +47,7 @@ NAMES = {
     "bound": ("mask", "edge", "bound", "last row", "last column", "tail", "outside", "past the", "ragged", "off by"),
     "stride": ("stride",),
     "pointer": ("pointer", "operand", "descriptor", "the output", "the input", "reads", "swapped"),
-    "size": ("shape", "size", " m ", " n ", " k ", "rows", "columns", "tail"),
+    "size": ("tail", "last row", "last column", "k loop", "swapped", "m and n", "n and k", "m and k", "extent"),
     "axis": ("grid", "program", "axis", "axes", "swapped", "transposed", "holds tile", "holds the values"),
     "order": ("swapped", "transposed", "order", "coordinates", "axes", "operand", "holds tile", "holds the values"),
     "dtype": ("dtype", "fp16", "fp32", "bf16", "fp8", "e4m3", "float", "precision", "accumulat", "convert", "type"),
@@ -422,9 +422,9 @@ class Runner:
         self.reference[cell] = Path(ptx_path).read_text().splitlines()
 
 
-def run_exercise(number, sample=None, log=print):
+def run_exercise(number, sample=None, shard=(0, 1), log=print):
     import tempfile
-    found = mutants(number)
+    found = mutants(number)[shard[0]::shard[1]]
     if sample:
         step = max(1, len(found) // sample)
         found = found[::step][:sample]
@@ -493,6 +493,7 @@ def main(argv=None):
     parser.add_argument("--sample", type=int, help="run only this many mutants per exercise, drawn evenly")
     parser.add_argument("--report", action="store_true", help="write reports/mutants.json and reports/mutants.md")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
+    parser.add_argument("--shard", default="0/1", help="k/n: run every n-th mutant from the k-th (one of n processes)")
     args = parser.parse_args(argv)
     numbers = args.numbers or sorted(p.name[:2] for p in ROOT.glob("solutions/[0-9][0-9]_*.ipynb"))
     if args.list:
@@ -500,13 +501,15 @@ def main(argv=None):
             for m in mutants(number):
                 print(f"{number} cell {m.cell} {m.operator} [{m.construct}]: {m.line} -> {m.change}")
         return 0
-    import kernels  # noqa: F401  (picks the mode before Triton loads)
+    from kernels.lab import mode  # noqa: F401  (picks the mode before Triton loads)
     results = []
     for number in numbers:
-        results += run_exercise(number, args.sample)
+        results += run_exercise(number, args.sample, tuple(int(v) for v in args.shard.split("/")))
     for number, row in summary(results).items():
         print(number, " ".join(f"{k}={v}" for k, v in row.items()))
     if args.report:
+        if args.shard != "0/1" or args.sample:
+            raise SystemExit("--report needs every mutant: no --shard, no --sample")
         write_report(results, numbers)
     return 0
 

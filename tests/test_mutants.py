@@ -1,0 +1,64 @@
+"""The mutation tester of the exercise checks (kernels/tools/mutants.py): the mutants it makes are the mistakes
+learners write, and its runner tells a killed mutant from the solution."""
+import ast
+
+from kernels.tools import mutants
+
+KERNEL = '''@triton.jit
+def k(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    ### BEGIN SOLUTION
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    mask = (rows < M) & (cols < N)
+    x = tl.load(x_ptr + rows * stride_xm + cols, mask=mask, other=0.0)
+    tl.store(out_ptr + rows * stride_om + cols, x.to(tl.float32), mask=mask)
+    ### END SOLUTION
+'''
+
+
+def _changes(source):
+    return {(m.operator, m.change) for m in mutants.python_mutants("xx", 0, source)}
+
+
+def test_the_mutants_are_the_mistakes_learners_write():
+    made = _changes(KERNEL)
+    for expected in [
+        ("drop mask=", "x = tl.load(x_ptr + rows * stride_xm + cols, other=0.0)"),
+        ("drop other=", "x = tl.load(x_ptr + rows * stride_xm + cols, mask=mask)"),
+        ("off-by-one comparison", "mask = (rows <= M) & (cols < N)"),
+        ("stride_xm -> stride_om", "x = tl.load(x_ptr + rows * stride_om + cols, mask=mask, other=0.0)"),
+        ("other program axis", "rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]"),
+        ("[:, None] <-> [None, :]", "rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[None, :]"),
+        ("drop .to()", "tl.store(out_ptr + rows * stride_om + cols, x, mask=mask)"),
+        ("float32 -> float16", "tl.store(out_ptr + rows * stride_om + cols, x.to(tl.float16), mask=mask)"),
+        ("x_ptr -> out_ptr", "x = tl.load(out_ptr + rows * stride_xm + cols, mask=mask, other=0.0)"),
+    ]:
+        assert expected in made, (expected, sorted(made))
+    # only the answer region is mutated, each mutant once, and none is the solution itself
+    every = list(mutants.python_mutants("xx", 0, KERNEL))
+    assert all("def k(x_ptr, out_ptr, M, N, stride_xm, stride_om" in m.source for m in every)
+    assert len({m.source for m in every}) == len(every)
+    assert ast.unparse(ast.parse(KERNEL)) not in {m.source for m in every}
+    # plumbing constants are left alone: no third program axis, no arange(1, ...)
+    assert not any("program_id(2)" in m.source or "arange(1," in m.source for m in every)
+
+
+def test_the_cuda_mutants_change_the_protocol_lines_only():
+    ring = mutants.solution("06")[1].cells[2].source
+    made = list(mutants.cuda_mutants("06", 2, ring))
+    assert {"delete the line", "phase -> phase ^ 1", "slot -> prev"} <= {m.operator for m in made}
+    assert all(m.source.count("// ### BEGIN SOLUTION") == ring.count("// ### BEGIN SOLUTION") for m in made)
+    assert not any("(slot ^ 1) =" in m.source or "phase ^ 1 ^=" in m.source for m in made)
+
+
+def test_the_runner_kills_a_wrong_answer_and_passes_the_solution(tmp_path):
+    """Exercise 07 (plain Python, a second to run): the solution through the runner passes, a wrong waves() is
+    killed and named, and a swap of min()'s arguments is not made at all (the same program)."""
+    runner = mutants.Runner("07")
+    made = mutants.mutants("07")
+    assert not any(m.operator == "swap the first two arguments" and "min(" in m.line for m in made)
+    wrong = next(m for m in made if m.line == "tiles = -(-M // BLOCK_M) * -(-N // BLOCK_N)"
+                 and m.operator == "BLOCK_M -> BLOCK_N")
+    runner.baseline(wrong.cell, str(tmp_path / "ptx"))
+    runner.run(wrong, str(tmp_path / "ptx"))
+    assert wrong.outcome in ("named", "symptom") and wrong.message.startswith("FAIL  waves"), wrong
