@@ -88,3 +88,23 @@ def test_ex07_a_prediction_that_is_not_a_tile_says_how_to_answer(answer):
 
 def test_ex07_the_prediction_follows_the_waves():
     assert ex07.wave_units(3072, 3072, 128, 128) < ex07.wave_units(3072, 3072, 128, 256)
+
+
+def test_ex07_arguments_confused_are_named():
+    def split_plan(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, sms):  # waves(N, M, ...): M and N swapped in the call
+        return gemm.split_plan(N, M, K, BLOCK_M, BLOCK_N, BLOCK_K, sms)
+
+    def waves(M, N, BLOCK_M, BLOCK_N, sms):  # BLOCK_M used for both sides
+        return gemm.waves(M, N, BLOCK_M, BLOCK_M, sms)
+    passed, text = report(ex07.check, gemm.waves, split_plan, "128x128")
+    assert not passed and "with M and N swapped: check where you use them" in text, text
+    passed, text = report(ex07.check, waves, gemm.split_plan, "128x128")
+    assert not passed and "with BLOCK_M in place of BLOCK_N" in text, text
+
+
+def test_ex07_the_right_numbers_in_another_order_are_named():
+    def waves(M, N, BLOCK_M, BLOCK_N, sms):
+        tiles, full, last = gemm.waves(M, N, BLOCK_M, BLOCK_N, sms)
+        return tiles, last, full
+    passed, text = report(ex07.check, waves, gemm.split_plan, "128x128")
+    assert not passed and "the right numbers in another order: waves returns (tiles, whole waves" in text, text

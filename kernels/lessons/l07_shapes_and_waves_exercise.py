@@ -90,8 +90,26 @@ SPLIT_MISTAKES = [
 ]
 
 
+_RETURNS = {"waves": "(tiles, whole waves, tiles in the last wave)", "split_plan": "(tiles computed whole, K slices)"}
+ARGS = {"waves": ("M", "N", "BLOCK_M", "BLOCK_N", "sms"), "split_plan": ("M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "sms")}
+
+
+def _confusions(names):
+    """(what it does to the arguments, in words): each pair swapped, each argument used in another's place."""
+    n = len(names)
+    for i in range(n):
+        for j in range(i + 1, n):
+            yield (lambda c, i=i, j=j: tuple(c[j] if k == i else c[i] if k == j else v for k, v in enumerate(c)),
+                   f"{names[i]} and {names[j]} swapped")
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                yield (lambda c, i=i, j=j: tuple(c[j] if k == i else v for k, v in enumerate(c)),
+                       f"{names[j]} in place of {names[i]}")
+
+
 def _compare(name, fn, cases, right, mistakes):
-    wrong = []
+    wrong, gave = [], {}
     for case in cases:
         try:
             got = fn(*case)
@@ -100,15 +118,28 @@ def _compare(name, fn, cases, right, mistakes):
                                  "there is nothing to split; return (tiles, 1) before dividing by the tail") from None
         if got is None:
             raise NotImplementedError(f"{name} returns None")
+        gave[case] = tuple(got)
         if tuple(got) != right(*case):
             wrong.append((case, tuple(got)))
     if not wrong:
         return f"{len(cases)} shapes agree with the course's {name}, edges included"
-    for mistake, why in mistakes:
-        if all(tuple(mistake(*case)) == got for case, got in wrong):
-            case, got = wrong[0]
-            raise AssertionError(f"{why} (e.g. {name}{case} gave {got}, the course's gives {right(*case)})")
     case, got = wrong[0]
+    # a diagnosis must give what the learner's gives on every shape, the ones it got right included
+    for mistake, why in mistakes:
+        if all(tuple(mistake(*c)) == g for c, g in gave.items()):
+            raise AssertionError(f"{why} (e.g. {name}{case} gave {got}, the course's gives {right(*case)})")
+    if all(sorted(g) == sorted(right(*c)) for c, g in gave.items()):
+        raise AssertionError(f"the right numbers in another order: {name} returns {_RETURNS[name]} (e.g. {name}{case} "
+                             f"gave {got}, the course's gives {right(*case)})")
+    for confuse, words in _confusions(ARGS[name]):
+        try:
+            same = all(tuple(right(*confuse(c))) == g for c, g in gave.items())
+        except ZeroDivisionError:
+            same = False
+        if same:
+            raise AssertionError(f"your {name} gives on every shape what the course's gives with {words}: check "
+                                 f"where you use them (e.g. {name}{case} gave {got}, the course's gives "
+                                 f"{right(*case)})")
     raise AssertionError(f"{len(wrong)} of {len(cases)} shapes differ; e.g. {name}{case} gave {got}, "
                          f"the course's gives {right(*case)}")
 

@@ -47,7 +47,8 @@ NAMES = {
     "bound": ("mask", "edge", "bound", "last row", "last column", "tail", "outside", "past the", "ragged", "off by"),
     "stride": ("stride",),
     "pointer": ("pointer", "operand", "descriptor", "the output", "the input", "reads", "swapped"),
-    "size": ("tail", "last row", "last column", "k loop", "swapped", "m and n", "n and k", "m and k", "extent"),
+    "size": ("tail", "last row", "last column", "k loop", "swapped", "in place of", "m and n", "n and k", "m and k",
+             "extent"),
     "axis": ("grid", "program", "axis", "axes", "swapped", "transposed", "holds tile", "holds the values"),
     "order": ("swapped", "transposed", "order", "coordinates", "axes", "operand", "holds tile", "holds the values"),
     "dtype": ("dtype", "fp16", "fp32", "bf16", "fp8", "e4m3", "float", "precision", "accumulat", "convert", "type"),
@@ -111,11 +112,21 @@ def in_regions(node, spans):
 
 # ---- mutation operators on a Python answer (AST) ---------------------------------------------------------------
 
-def _params(tree):
-    """The names an answer can confuse: the functions' parameters and the names the cell assigns."""
-    return {a.arg for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.Lambda))
-            for a in (*f.args.posonlyargs, *f.args.args, *f.args.kwonlyargs)} | \
-        {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+def _names(scope):
+    """The names a line of ``scope`` can confuse: its parameters and the names it assigns."""
+    args = scope.args if isinstance(scope, (ast.FunctionDef, ast.Lambda)) else None
+    return ({a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} if args else set()) | \
+        {n.id for n in ast.walk(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+def _scopes(tree):
+    """id(node) -> the names of the innermost function that holds it (the module's for the rest)."""
+    found = {id(n): _names(tree) for n in ast.walk(tree)}
+    for f in ast.walk(tree):  # outer functions come first in ast.walk: inner ones overwrite them
+        if isinstance(f, ast.FunctionDef):
+            names = _names(f)
+            found.update({id(n): names for n in ast.walk(f)})
+    return found
 
 
 def _peers(name, params):
@@ -149,8 +160,9 @@ def _plumbing(tree):
 
 def _candidates(tree, spans):
     """(index in ast.walk order, operator, construct, how to change the copy's node) for each mutation."""
-    params, plumbing = _params(tree), _plumbing(tree)
+    scopes, plumbing = _scopes(tree), _plumbing(tree)
     for i, node in enumerate(ast.walk(tree)):
+        params = scopes[id(node)]
         if not in_regions(node, spans):
             continue
         if isinstance(node, ast.Call):
@@ -494,6 +506,9 @@ def main(argv=None):
     parser.add_argument("--report", action="store_true", help="write reports/mutants.json and reports/mutants.md")
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--shard", default="0/1", help="k/n: run every n-th mutant from the k-th (one of n processes)")
+    parser.add_argument("--out", help="also write the outcomes to this JSON file (one shard's share)")
+    parser.add_argument("--merge", nargs="+", metavar="JSON", help="read the outcomes of shards (--out files) instead of "
+                        "running; with --report, write the report from them")
     args = parser.parse_args(argv)
     numbers = args.numbers or sorted(p.name[:2] for p in ROOT.glob("solutions/[0-9][0-9]_*.ipynb"))
     if args.list:
@@ -501,10 +516,22 @@ def main(argv=None):
             for m in mutants(number):
                 print(f"{number} cell {m.cell} {m.operator} [{m.construct}]: {m.line} -> {m.change}")
         return 0
-    from kernels.lab import mode  # noqa: F401  (picks the mode before Triton loads)
-    results = []
-    for number in numbers:
-        results += run_exercise(number, args.sample, tuple(int(v) for v in args.shard.split("/")))
+    if args.merge:
+        results = [Mutant(**m) for path in args.merge for m in json.loads(Path(path).read_text())]
+        made = {(m.exercise, m.cell, m.source) for n in numbers for m in mutants(n)}
+        ran = {(m.exercise, m.cell, m.source) for m in results}
+        if made - ran or ran - made:
+            raise SystemExit(f"the shards ran {len(ran)} mutants, this code makes {len(made)}: not the same set "
+                             f"({len(made - ran)} missing, {len(ran - made)} unknown)")
+        results = [m for m in results if m.exercise in numbers]
+        args.shard = "0/1"
+    else:
+        from kernels.lab import mode  # noqa: F401  (picks the mode before Triton loads)
+        results = []
+        for number in numbers:
+            results += run_exercise(number, args.sample, tuple(int(v) for v in args.shard.split("/")))
+    if args.out:
+        Path(args.out).write_text(json.dumps([asdict(m) for m in results]))
     for number, row in summary(results).items():
         print(number, " ".join(f"{k}={v}" for k, v in row.items()))
     if args.report:
