@@ -165,3 +165,35 @@ def test_ex00_an_unmasked_store_writes_past_the_end_and_is_named():
     assert not passed and "elements written outside the output" in text and "past its end" in text, text
     assert "a store mask is missing" in text, text
     assert "1 of the 3 global loads and stores have no predicate (st.global" in text, text
+
+
+def test_ex00_a_wrong_term_of_the_intensity_is_named():
+    flops_wrong = lambda M, N, K, e: 2 * M * N * M / ((M * K + K * N + M * N) * e)
+    bytes_wrong = lambda M, N, K, e: 2 * M * N * K / ((M * K + K * N + N * N) * e)
+    passed, text = report(ex00.check, flops_wrong, _roofline, _bytes, _launcher(_right_kernel), _right_kernel)
+    assert not passed and "your FLOP count is 2 * M * M * N: a GEMM does M * N * K multiply-adds" in text, text
+    passed, text = report(ex00.check, bytes_wrong, _roofline, _bytes, _launcher(_right_kernel), _right_kernel)
+    assert not passed and "your bytes count M * K + K * N + N * N elements: A is M x K" in text, text
+
+
+def test_ex00_roofline_arguments_confused_are_named():
+    wrong = lambda flops, nbytes, tflops, tbps: _roofline(nbytes, nbytes, tflops, tbps)
+    passed, text = report(ex00.check, _intensity, wrong, _bytes, _launcher(_right_kernel), _right_kernel)
+    assert not passed and "you computed it with nbytes in place of flops: flops go with tflops" in text, text
+
+
+def test_ex00_an_input_loaded_through_the_other_pointer_is_named():
+    @triton.jit
+    def kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        x = tl.load(y_ptr + offs, mask=mask)
+        y = tl.load(y_ptr + offs, mask=mask)
+        tl.store(out_ptr + offs, tl.maximum(alpha * x + y, 0.0), mask=mask)
+    passed, text = _check_kernel(kernel)
+    assert not passed and "out equals relu(alpha * y + y): x is loaded through y's pointer" in text, text
+
+
+def test_ex00_stretch_names_the_bytes_per_element_counted():
+    passed, text = report(ex00.check_stretch, _launcher(_right_kernel), lambda n: n * (4 + 4 + 3))
+    assert not passed and "you count 11 bytes per element; count each vector once, at its own element size" in text

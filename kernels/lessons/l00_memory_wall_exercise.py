@@ -1,12 +1,43 @@
 """The check behind exercises/00_memory_wall.ipynb: arithmetic intensity, the roofline bound, the bytes
 a fused elementwise kernel saves, and that kernel itself, out = relu(alpha * x + y) in one pass
 (values on ragged sizes, and in its compiled code one masked load per input and one masked store)."""
+import itertools
+import math
 import random
 
 import torch
 
 from ..lab import aot, check as lab_check
 from ..lab.mode import DEVICE
+
+
+def _products(names, values, factors, coefficients):
+    """{value: words} of every sum of ``factors`` products of the named values (with repeats), times a coefficient:
+    the terms a learner may have written, to find the one that gives what they gave."""
+    terms = list(itertools.combinations_with_replacement(range(len(names)), factors))
+    found = {}
+    for c in coefficients:
+        for t in terms:
+            value = c * math.prod(values[i] for i in t)
+            found.setdefault(value, (f"{c} * " if c != 1 else "") + " * ".join(names[i] for i in t))
+    return found
+
+
+def _intensity_terms(got, M, N, K, e):
+    """Which numerator or denominator a wrong intensity implies, in words; '' when none fits."""
+    flops, elems = 2 * M * N * K, M * K + K * N + M * N
+    near = lambda a, b: abs(a - b) <= 1e-9 * abs(b)
+    implied = got * elems * e  # the FLOP count, if the bytes were right
+    for value, words in _products("MNK", (M, N, K), 3, (1, 2, 3, 4)).items():
+        if near(implied, value):
+            return (f"your FLOP count is {words}: a GEMM does M * N * K multiply-adds, 2 FLOP each "
+                    "(2 * M * N * K)")
+    pairs = {"M * K": M * K, "K * N": K * N, "M * N": M * N, "M * M": M * M, "N * N": N * N, "K * K": K * K}
+    for combo in itertools.combinations_with_replacement(pairs, 3):
+        if near(flops / (got * e), sum(pairs[p] for p in combo)):
+            return (f"your bytes count {' + '.join(combo)} elements: A is M x K, B is K x N, C is M x N, each "
+                    "crossing HBM once")
+    return ""
 
 
 def _intensity(gemm_intensity):
@@ -22,11 +53,25 @@ def _intensity(gemm_intensity):
                  flops / ((elems + M * N) * e): "C is written once, not read and written: count it once",
                  M * N * K / (elems * e): "a multiply-add is 2 FLOP: 2 * M * N * K in all",
                  2 * M * N * K / ((M * K + K * N) * e): "C crosses HBM too (it is written): count M * N elements"}
-        hint = next((h for v, h in known.items() if abs(got - v) <= 1e-9 * v),
-                    "count 2 FLOP per multiply-add, and the bytes of A, B and C once each")
+        hint = next((h for v, h in known.items() if abs(got - v) <= 1e-9 * v), None) or \
+            _intensity_terms(got, M, N, K, e) or "count 2 FLOP per multiply-add, and the bytes of A, B and C once each"
         raise AssertionError(f"M={M}, N={N}, K={K}, {e}-byte elements: expected {want:.3f} FLOP/B, got {got:.3f}; "
                              f"{hint}")
     return "matches on 20 random shapes"
+
+
+def _roofline_ref(flops, nbytes, tf, tb):
+    return max(flops / (tf * 1e12), nbytes / (tb * 1e12)) * 1e3
+
+
+def _confusions(names):
+    """(what it does to the arguments, in words): each pair swapped, each argument used in another's place."""
+    n = len(names)
+    for i, j in itertools.permutations(range(n), 2):
+        if i < j:
+            yield (lambda c, i=i, j=j: tuple(c[j] if k == i else c[i] if k == j else v for k, v in enumerate(c)),
+                   f"{names[i]} and {names[j]} swapped")
+        yield (lambda c, i=i, j=j: tuple(c[j] if k == i else v for k, v in enumerate(c)), f"{names[j]} in place of {names[i]}")
 
 
 def _roofline(roofline_ms):
@@ -38,8 +83,12 @@ def _roofline(roofline_ms):
         if got is None:
             raise NotImplementedError
         if abs(got - want) > 1e-9 * want:
+            args = (flops, nbytes, tf, tb)
+            confused = next((words for confuse, words in _confusions(("flops", "nbytes", "tflops", "tbps"))
+                             if abs(got - _roofline_ref(*confuse(args))) <= 1e-9 * want), None)
             hint = ("the bound is the larger of the two times, not their sum: bytes and math overlap"
                     if abs(got - (t_math + t_mem)) < 1e-9 * want else
+                    f"you computed it with {confused}: flops go with tflops, nbytes with tbps" if confused else
                     "check the units: TFLOP/s and TB/s are 1e12 per second, and the answer is in ms")
             raise AssertionError(f"{flops:.3g} FLOP, {nbytes:.3g} B at {tf:.0f} TFLOP/s, {tb:.2f} TB/s: "
                                  f"expected {want:.4g} ms, got {got:.4g} ms; {hint}")
@@ -62,8 +111,10 @@ def _bytes(relu_axpy_bytes):
                                        "back and writes out: count both kernels' traffic",
                             4 * n * e: "the ReLU kernel reads its input and writes its output: two vectors, on top "
                                        "of the add kernel's three",
-                            5 * n: "bytes, not elements: multiply by elem_bytes"}}[fused].get(got, "count every "
-                                                                                               "vector each kernel reads or writes, once")
+                            5 * n: "bytes, not elements: multiply by elem_bytes"}}[fused].get(got)
+            if hint is None:
+                counted = f"you count {got / (n * e):g} vectors of n elements" if got % (n * e) == 0 else ""
+                hint = (f"{counted}; " if counted else "") + "count every vector each kernel reads or writes, once"
             raise AssertionError(f"n={n}, {e}-byte elements, {way}: expected {want} B, got {got}; {hint}")
     return "3 vectors cross HBM fused, 5 unfused"
 
@@ -79,7 +130,9 @@ def _values(relu_axpy):
         ref = torch.relu(alpha * xf + yf)
         candidates = [("alpha * x + y: the ReLU is missing", alpha * xf + yf),
                       ("relu(x + alpha * y): alpha multiplies y instead of x", torch.relu(xf + alpha * yf)),
-                      ("relu(alpha * x) + y: the ReLU comes before adding y", torch.relu(alpha * xf) + yf)]
+                      ("relu(alpha * x) + y: the ReLU comes before adding y", torch.relu(alpha * xf) + yf),
+                      ("relu(alpha * y + y): x is loaded through y's pointer", torch.relu(alpha * yf + yf)),
+                      ("relu(alpha * x + x): y is loaded through x's pointer", torch.relu(alpha * xf + xf))]
         try:
             lab_check.compare(f"n={n} {dtype}", out, ref, tol)
         except AssertionError as e:
@@ -128,7 +181,8 @@ def _mixed_bytes(mixed_bytes):
             raise NotImplementedError
         if got != 10 * n:
             hint = ("x and y are read as 4-byte fp32, out written as 2-byte fp16" if got in (12 * n, 6 * n) else
-                    "count each vector once, at its own element size")
+                    (f"you count {got / n:g} bytes per element; " if got % n == 0 else "") +
+                    "count each vector once, at its own element size: 4 + 4 read (fp32), 2 written (fp16)")
             raise AssertionError(f"n={n}: expected {10 * n} B, got {got}; {hint}")
     return "10 bytes per element: 4 + 4 read, 2 written"
 

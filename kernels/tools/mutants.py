@@ -48,7 +48,7 @@ NAMES = {
     "stride": ("stride",),
     "pointer": ("pointer", "operand", "descriptor", "the output", "the input", "reads", "swapped"),
     "size": ("tail", "last row", "last column", "k loop", "swapped", "in place of", "m and n", "n and k", "m and k",
-             "extent"),
+             "extent", "you count", "your flop count", "your bytes count", "you computed it with", "units"),
     "axis": ("grid", "program", "axis", "axes", "swapped", "transposed", "holds tile", "holds the values"),
     "order": ("swapped", "transposed", "order", "coordinates", "axes", "operand", "holds tile", "holds the values"),
     "dtype": ("dtype", "fp16", "fp32", "bf16", "fp8", "e4m3", "float", "precision", "accumulat", "convert", "type"),
