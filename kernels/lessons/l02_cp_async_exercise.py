@@ -103,6 +103,25 @@ def with_hints(fn, hints=HINTS):
         raise AssertionError(f"{said} - {hint}") from None
 
 
+def _right_with_one_stride(linear, x, w, ref, dtype, tile, stages, tol):
+    """Whether ``linear`` comes out right when x, W and y share one row stride (same values): then its only fault
+    is a row stride taken from the wrong tensor, which the check's three different strides expose."""
+    (M, K), N = x.shape, w.shape[0]
+    common = -(-(max(K, N) + 8) // 8) * 8  # a multiple of 8 elements: every tensor's padding lands on it
+    xs, ws = lab_check.operand(M, K, extra=common - K), lab_check.operand(N, K, extra=common - K)
+    ys = lab_check.poisoned(M, N, dtype=dtype, extra=common - N)
+    if not xs.stride(0) == ws.stride(0) == ys.stride(0):
+        return False
+    xs.copy_(x)
+    ws.copy_(w)
+    try:
+        linear(xs, ws, *tile, stages, out=ys)
+        lab_check.compare("one stride", ys, ref, tol)
+    except Exception:  # noqa: BLE001 - still wrong (or failing) with one stride: the fault is elsewhere
+        return False
+    return True
+
+
 def values_check(linear, shapes, tile, stages):
     """Run ``linear(x, w, *tile, stages, out=y)`` on fresh inputs of each (M, N, K, out dtype): x, W and y with
     three different row strides, NaN beyond every edge of x and W, y poisoned. Names what a wrong output most
@@ -118,6 +137,11 @@ def values_check(linear, shapes, tile, stages):
         try:
             lab_check.compare(f"{M}x{K} @ ({N}x{K})^T into {str(dtype).removeprefix('torch.')}", y, ref, tol)
         except AssertionError as e:
+            if _right_with_one_stride(linear, x, w, ref, dtype, tile, stages, tol):
+                raise AssertionError(f"{e} - with x, W and y given one common row stride the result is right: a row "
+                                     "stride is used for the wrong tensor (x's rows step by stride_xm, W's by "
+                                     "stride_wn, y's by stride_ym)") from None
+
             def rerun():
                 return linear(lab_check.zero_guarded(x), lab_check.zero_guarded(w), *tile, stages,
                               out=lab_check.poisoned(M, N, dtype=dtype))
