@@ -217,3 +217,64 @@ def test_ex08_swapped_b_coordinates_are_named():
 def test_ex08_converted_tiles_are_named():
     passed, text = _check(_upcast_kernel)
     assert not passed and "not e4m3 x e4m3" in text, text
+
+
+# the accumulation in fp16: each K step's wgmma sums in fp16 (values within 1e-2 here, off at real K)
+@triton.jit
+def _fp16_acc_kernel(a_desc, bt_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
+        pid_m, pid_n = grouped_tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            bt = bt_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
+            acc += tl.dot(a, bt.T, out_dtype=tl.float16)
+        scale = tl.load(scale_a_ptr) * tl.load(scale_b_ptr)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], (acc * scale).to(c_desc.dtype))
+
+
+# an fp16 accumulator from the start
+@triton.jit
+def _fp16_zeros_kernel(a_desc, bt_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
+        pid_m, pid_n = grouped_tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float16)
+        for k in range(tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            bt = bt_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
+            acc = tl.dot(a, bt.T, acc, out_dtype=tl.float16)
+        scale = tl.load(scale_a_ptr) * tl.load(scale_b_ptr)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], (acc * scale).to(c_desc.dtype))
+
+
+# the sum tl.dot returns thrown away
+@triton.jit
+def _dot_dropped_kernel(a_desc, bt_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
+        pid_m, pid_n = grouped_tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            bt = bt_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
+            tl.dot(a, bt.T, acc)
+        scale = tl.load(scale_a_ptr) * tl.load(scale_b_ptr)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], (acc * scale).to(c_desc.dtype))
+
+
+def test_ex08_an_fp16_accumulator_is_named():
+    for kernel in (_fp16_acc_kernel, _fp16_zeros_kernel):
+        passed, text = _check(kernel)
+        assert not passed and "wgmma accumulates in f16" in text and "fp32 accumulator" in text, (kernel.fn.__name__,
+                                                                                                   text)
+
+
+def test_ex08_a_dropped_dot_result_is_named():
+    passed, text = _check(_dot_dropped_kernel)
+    assert not passed and "not attempted" not in text, text
+    assert text.count("the result of tl.dot is dropped") == 2, text

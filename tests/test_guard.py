@@ -62,7 +62,7 @@ def test_a_crash_an_endless_loop_and_a_python_error_are_failed_checks(monkeypatc
                                                ("fine", lambda: "ok")])
     assert not passed
     assert "FAIL  crash: the process running your kernel crashed (SIGSEGV)" in text
-    assert "FAIL  loop: the check did not finish in 3 s" in text
+    assert "FAIL  loop: your kernel did not finish in 3 s" in text
     assert "FAIL  typo: your code raised NameError: name 'undefined_name' is not defined in _typo" in text
     assert "pass  fine: ok" in text and "guard: 1 of 4 checks pass" in text
 

@@ -7,6 +7,7 @@ import io
 import linecache
 import os
 import pickle
+import re
 import select
 import signal
 import sys
@@ -258,7 +259,9 @@ def explain(e):
 # in CPU mode each check runs in a forked child: the interpreter runs the learner's kernel on raw host
 # memory, where a far stray access kills the process; the child dies instead, and the parent reports it
 ISOLATE = MODE == "cpu" and hasattr(os, "fork")
-TIMEOUT_S = 900
+# a check of a solution takes at most 11 s in the interpreter (every exercise, 2 busy cores, 2026-12-02): a minute
+# is far beyond an honest kernel and short enough that a learner whose loop never ends is told so soon
+TIMEOUT_S = 60
 
 
 def _outcome(fn):
@@ -312,7 +315,7 @@ def _outcome_in_child(fn, timeout=None):
         return kind, note
     aot.forget_worker()  # it may have been mid-conversation with the child
     if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL and not data:
-        return "fail", (f"the check did not finish in {timeout} s: a loop that never ends (a bound or a step that "
+        return "fail", (f"your kernel did not finish in {timeout} s: a loop that never ends (a bound or a step that "
                         "never reaches it?), or a grid far larger than the tensor")
     how = signal.Signals(os.WTERMSIG(status)).name if os.WIFSIGNALED(status) else f"exit {os.WEXITSTATUS(status)}"
     return "fail", (f"the process running your kernel crashed ({how}): it read or wrote far outside its tensors - "
@@ -413,3 +416,181 @@ def compare_tiles(name, out, ref, tol, block_m, block_n, candidates=()):
                 by_tile.append(f"C equals {what}")
                 break
         raise AssertionError(f"{e}; by tile, " + "; ".join(by_tile) if by_tile else str(e)) from None
+
+
+# ---- which pointer each global access of the compiled code goes through -----------------------------
+
+def _operands(text):
+    """The comma-separated operands of one PTX instruction, commas inside {} and [] kept."""
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        depth += ch in "{["
+        depth -= ch in "}]"
+        if ch == "," and not depth:
+            parts.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return parts + [cur.strip()] if cur.strip() else parts
+
+
+def global_accesses(ptx):
+    """Each ld.global and st.global of a PTX kernel in program order: (the instruction, the pointer parameters
+    its address is computed from (indices into the kernel's parameters), whether a predicate guards it). A
+    masked tl.load or tl.store compiles to a predicated access (``@%p ld.global...``); one without a mask to a
+    bare one."""
+    reg = re.compile(r"%[a-z]+\d+")
+    pointers = {int(i) for i in re.findall(r"\.param\s+\.u64\s+\.ptr[^\n]*?_param_(\d+)", ptx)}
+    defs, params, accesses = {}, {}, []
+    for line in ptx.splitlines():
+        line = line.split("//")[0].strip().rstrip(";").strip()
+        if not line or line.startswith(".") or line.endswith(":") or line in ("{", "}"):
+            continue
+        guarded = line.startswith("@")
+        if guarded:
+            line = line.split(None, 1)[1] if " " in line else ""
+        op, _, rest = line.partition(" ")
+        ops = _operands(rest)
+        if op.startswith(("ld.global", "st.global")):
+            address = next((o for o in ops if o.startswith("[")), "")
+            accesses.append((op, reg.findall(address), guarded))
+            continue
+        if not ops or not reg.search(ops[0]) or op.startswith(("st.", "bra", "bar", "ret", "red.", "atom.")):
+            continue
+        found = re.search(r"_param_(\d+)\]", rest)
+        for r in reg.findall(ops[0]):
+            if op.startswith("ld.param") and found:
+                params.setdefault(r, set()).add(int(found.group(1)))
+            defs.setdefault(r, set()).update(x for o in ops[1:] for x in reg.findall(o))
+
+    def reached(regs):
+        seen, todo, out = set(), list(regs), set()
+        while todo:
+            r = todo.pop()
+            if r not in seen:
+                seen.add(r)
+                out |= params.get(r, set())
+                todo.extend(defs.get(r, ()))
+        return out
+
+    return [(op, sorted(reached(regs) & pointers), guarded)
+            for op, regs, guarded in accesses]
+
+
+# ---- which tensor each TMA copy of the compiled code goes through -------------------------------------
+
+def tma_copies(ptx):
+    """Each cp.async.bulk.tensor of a PTX kernel in program order: ("load" or "store", the index of the kernel
+    parameter whose address its descriptor was built from, or None where that cannot be told). A descriptor made
+    in the kernel (tl.make_tensor_descriptor) is a tensormap written in shared memory (its global_address from a
+    pointer parameter) and copied out to global memory (tensormap.cp_fenceproxy); the copy names that address."""
+    import re
+    reg = r"%rd\d+"
+    source, pending, copies = {}, None, []
+    for line in ptx.splitlines():
+        line = line.split("//")[0].strip()
+        if line.startswith("@"):
+            line = line.split(None, 1)[1] if " " in line else ""
+        op, _, rest = line.partition(" ")
+        if op.startswith("ld.param") or op.startswith("mov.") or op.startswith("cvta."):
+            m = re.match(rf"\s*({reg}),\s*\[?\s*(\w+?_param_(\d+)|{reg})", rest)
+            if m:
+                source[m.group(1)] = int(m.group(3)) if m.group(3) else source.get(m.group(2))
+        elif op.startswith("tensormap.replace") and ".global_address" in op:
+            m = re.search(rf"\],\s*({reg})", rest)
+            pending = source.get(m.group(1)) if m else None
+        elif op.startswith("tensormap.cp_fenceproxy"):
+            m = re.match(rf"\s*\[\s*({reg})", rest)
+            if m:
+                source[m.group(1)] = pending
+        elif op.startswith("cp.async.bulk.tensor"):
+            m = re.search(rf"\[\s*({reg})\s*,\s*\{{", rest)
+            copies.append(("store" if ".global.shared" in op else "load", source.get(m.group(1)) if m else None))
+    return copies
+
+
+# ---- values element by element -----------------------------------------------------------------------------
+
+def rounding_off(out, ref):
+    """Elements of ``out`` further from ``ref`` than rounding to ``out``'s dtype explains: by more than one unit in
+    the last place of that dtype at |ref| plus one at the reference's typical (RMS) value. For a product accumulated
+    in fp32 and rounded once; a mistake that a relative error over the whole output hides (one column, one row)
+    shows here."""
+    eps = torch.finfo(out.dtype).eps
+    r = ref.double()
+    return (out.double() - r).abs() > eps * (r.abs() + r.pow(2).mean().sqrt())
+
+
+# ---- who wrote what (the interpreter only) ----------------------------------------------------------------
+
+@contextlib.contextmanager
+def program_writes(out):
+    """While the block runs, record which programs store into each element of the 2D tensor ``out``: yields an
+    int64 tensor of ``out``'s shape, bit p set when program p (along grid axis 0, p < 63) wrote the element.
+    Kernels run in Triton's interpreter only (CPU mode); elsewhere it yields None."""
+    from .mode import INTERPRET
+    if not INTERPRET:
+        yield None
+        return
+    import numpy as np
+    from triton.runtime import interpreter
+    builder = interpreter.interpreter_builder
+    bits = np.zeros(tuple(out.shape), dtype=np.int64)
+    base, elem, (s0, s1) = out.data_ptr(), out.element_size(), out.stride()
+    store = builder.create_masked_store
+
+    def recording(ptrs, value, mask, *rest):
+        where = (ptrs.data[mask.data].astype(np.int64) - base) // elem
+        row, col = where // s0, where % s0 // s1
+        inside = (where >= 0) & (row < out.shape[0]) & (col < out.shape[1])
+        pid = builder.grid_idx[0]
+        if pid < 63:
+            np.bitwise_or.at(bits, (row[inside], col[inside]), np.int64(1) << pid)
+        return store(ptrs, value, mask, *rest)
+
+    builder.create_masked_store = recording
+    try:
+        yield torch.from_numpy(bits)
+    finally:
+        del builder.create_masked_store
+
+
+def programs_of(bits):
+    """The programs whose bits are set in an int: [p, ...]."""
+    return [p for p in range(63) if int(bits) >> p & 1]
+
+
+# ---- a tl.dot whose result is thrown away ---------------------------------------------------------------
+
+def dropped_dot(kernel):
+    """The source line of ``kernel`` (a @triton.jit function) where a tl.dot is computed and its result thrown
+    away (a statement that is only an expression, ``tl.dot(a, b, acc)``), or None."""
+    import ast
+    import inspect
+    import textwrap
+    try:
+        source = textwrap.dedent(inspect.getsource(getattr(kernel, "fn", kernel)))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    lines = source.splitlines()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Expr) and any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                                              and n.func.attr == "dot" for n in ast.walk(node.value)):
+            return lines[node.lineno - 1].strip()
+    return None
+
+
+def dropped_dot_message(line):
+    return (f"the result of tl.dot is dropped: `{line}` returns the new sum and leaves acc as it was, so the "
+            "accumulator never changes (and the compiler removes the dot); assign it: acc = tl.dot(a, b, acc)")
+
+
+def require_kept_dot(compiled, kernel):
+    """``require_dot``, except that a kernel whose tl.dot result is thrown away (so the compiler removed the dot)
+    fails with a message that says so instead of being called a stub."""
+    if not compiled.counts()["wgmma"] and not compiled.counts()["mma.sync"]:
+        line = dropped_dot(kernel)
+        if line:
+            raise AssertionError(dropped_dot_message(line))
+    return require_dot(compiled)

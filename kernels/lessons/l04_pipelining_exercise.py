@@ -8,7 +8,7 @@ import re
 import torch
 
 from ..lab import aot, check as lab_check, smem
-from ..lab.mode import DEVICE
+from ..lab.mode import DEVICE, INTERPRET
 from ..ops import gemm
 
 TILE = (64, 64, 32)  # BLOCK_M, BLOCK_N, BLOCK_K of the values check (small: it runs in the interpreter)
@@ -40,14 +40,81 @@ def _tile_walk(out, programs):
             "takes tiles p, p + P, p + 2P, ... up to the last one, with P = tl.num_programs(0)")
 
 
-def _values(matmul):
+_STEP = ("each program must step by the number of programs: tl.range(tl.program_id(0), tiles, "
+         "tl.num_programs(0))")
+
+
+def _redone(writers):
+    """What a walk whose programs redo each other's tiles did, from who wrote each tile; None if none did."""
+    BM, BN = TILE[:2]
+    firsts = writers[::BM, ::BN]  # each tile's first element: the whole tile has the same writers
+    several = [(r, c) for r in range(firsts.shape[0]) for c in range(firsts.shape[1])
+               if len(lab_check.programs_of(firsts[r, c])) > 1]
+    if not several:
+        return None
+    r, c = several[0]
+    by = lab_check.programs_of(firsts[r, c])
+    zero = sum(1 for bits in firsts.flatten().tolist() if bits & 1)
+    return (f"the values are right, but {len(several)} of the {firsts.numel()} tiles were computed by more than one "
+            f"program (tile ({r}, {c}) by programs {', '.join(map(str, by))}; program 0 computed {zero} of the "
+            f"{firsts.numel()} tiles): {_STEP}")
+
+
+def steps_by_programs(ptx):
+    """Whether the compiled code uses the number of programs (%nctaid.x) for anything but the address of the
+    program's own scratch space for its descriptors (one mad.lo): a walk that steps by it adds it (or divides by
+    it for a trip count). On the GPU, where no store can be traced to its program, this is what shows the walk."""
+    regs = re.findall(r"mov\.u32\s+(%r\d+),\s*%nctaid\.x;", ptx)
+    uses = [line for line in ptx.splitlines() if "%nctaid" not in line
+            and any(re.search(re.escape(r) + r"\b", line) for r in regs)]
+    return any(not line.strip().startswith("mad.lo") for line in uses)
+
+
+def _columns(cols, N):
+    """Columns of C in words, the last one named as such."""
+    names = [f"{c} (the last, N - 1)" if c == N - 1 else str(c) for c in cols[:6]]
+    more = f" and {len(cols) - 6} more" if len(cols) > 6 else ""
+    return ("column " if len(cols) == 1 else "columns ") + ", ".join(names) + more
+
+
+def _wrong_columns(out, ref, product):
+    """When the elements off by more than fp16 rounding lie in a few columns of C: those columns in words, and
+    why, if C there is the product without its bias; else None."""
+    off = lab_check.rounding_off(out, ref)
+    M, N = out.shape
+    cols = off.any(0).nonzero().flatten().tolist()
+    if not cols or len(cols) * 4 > N:
+        return None
+    rows = int(off.any(1).sum())
+    nobias = lab_check.rounding_off(out[:, cols], torch.relu(product)[:, cols])
+    why = (": C there is relu(A @ B), without its bias; the bias mask lets too few columns through: "
+           "mask=cols < N, cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)") if not nobias.any() else (
+           ": the epilogue gets those columns wrong; check the bias load's offsets and mask")
+    return f"{_columns(cols, N)} of C wrong in {rows} of its {M} rows, the rest right{why}"
+
+
+def _element_by_element(out, ref, product):
+    """Fail where elements are off by more than fp16 rounding although C as a whole is within tolerance, naming
+    the columns (one column wrong in a few hundred hides under a relative error over all of C)."""
+    off = lab_check.rounding_off(out, ref)
+    if not off.any():
+        return
+    columns = _wrong_columns(out, ref, product)
+    if columns:
+        raise AssertionError(columns)
+    raise AssertionError(f"{int(off.sum())} elements are off by more than fp16 rounding ({lab_check.where(off)}), "
+                         "although C as a whole is within 1e-2: check the epilogue's indexing and the fp32 accumulator")
+
+
+def _values(matmul, kernel=None):
     BM, BN, BK = TILE
     for M, N, K in [_shape() for _ in range(3)]:
         a, b, bias = lab_check.operand(M, K), lab_check.operand(K, N), lab_check.operand(N)
         out = lab_check.poisoned(M, N)
         try:
-            if matmul(a, b, bias, BM, BN, BK, 2, programs=PROGRAMS, out=out) is None:
-                raise NotImplementedError
+            with lab_check.program_writes(out) as writers:
+                if matmul(a, b, bias, BM, BN, BK, 2, programs=PROGRAMS, out=out) is None:
+                    raise NotImplementedError
         except Exception as e:  # the interpreter checks what TMA would refuse or silently get wrong
             if "must be 16-byte aligned" not in str(e):
                 raise
@@ -70,12 +137,28 @@ def _values(matmul):
                       ("relu(sum over steps k of A[:, k:k+BLOCK_K] @ B[k:k+BLOCK_K, :] + bias): the loads' K "
                        "coordinate is the step number; it is in elements, k * BLOCK_K",
                        torch.relu(k_as_step + biasf))]
+        ref = torch.relu(product + biasf)
         try:
-            lab_check.compare_tiles(f"{M}x{K} @ {K}x{N}", out, torch.relu(product + biasf), 1e-2, BM, BN, candidates)
+            lab_check.compare_tiles(f"{M}x{K} @ {K}x{N}", out, ref, 1e-2, BM, BN, candidates)
         except AssertionError as e:
+            dropped = kernel is not None and lab_check.dropped_dot(kernel)
+            if dropped:
+                raise AssertionError(lab_check.dropped_dot_message(dropped)) from None
             if lab_check.unwritten(out).any():
                 raise AssertionError(f"{e}; {_tile_walk(out, PROGRAMS)}") from None
+            columns = not torch.isnan(out).any() and _wrong_columns(out, ref, product)
+            if columns:
+                raise AssertionError(f"{e}; {columns}") from None
             raise
+        _element_by_element(out, ref, product)
+        redone = writers is not None and _redone(writers)
+        if redone:
+            raise AssertionError(redone)
+    if not INTERPRET and kernel is not None and not steps_by_programs(
+            compile_sm90(kernel, *CODE_TILE, CODE_STAGES).ptx):
+        raise AssertionError("the values are right, but the compiled code's tile loop never uses the number of "
+                             "programs (tl.num_programs(0), %nctaid.x), so the programs redo each other's tiles: "
+                             + _STEP)
     return f"within 1e-2 of torch on three ragged shapes, {PROGRAMS} programs walking all the {BM}x{BN} tiles"
 
 
@@ -87,11 +170,23 @@ def compile_sm90(kernel, BLOCK_M, BLOCK_N, BLOCK_K, stages, shape=(4096, 4096, 4
     return aot.compile_sm90(kernel, *args, torch.empty(N, device=DEVICE, dtype=torch.float16), **meta)
 
 
+_OPERANDS = ((0, "A", "a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])"),  # (kernel parameter, operand, its load)
+             (1, "B", "b_desc.load([k * BLOCK_K, pid_n * BLOCK_N])"))
+
+
 def _ring(kernel):
-    compiled = lab_check.require_dot(compile_sm90(kernel, *CODE_TILE, CODE_STAGES))
+    compiled = lab_check.require_kept_dot(compile_sm90(kernel, *CODE_TILE, CODE_STAGES), kernel)
     if not compiled.counts()["cp.async.bulk.tensor load"]:
         raise AssertionError("no cp.async.bulk.tensor loads in the compiled code: load the A and B tiles through "
                              "a_desc and b_desc, not with tl.load on pointers")
+    loaded = {param for kind, param in lab_check.tma_copies(compiled.ptx) if kind == "load"}
+    if None not in loaded:  # each TMA load traced to the pointer its descriptor was made from
+        for param, name, load in _OPERANDS:
+            if param not in loaded:
+                other = next(n for p, n, _ in _OPERANDS if p != param)
+                raise AssertionError(f"{name} is not loaded through a descriptor: the compiled code's "
+                                     f"cp.async.bulk.tensor loads all read {other}, so {name}'s tiles come by tl.load "
+                                     f"on pointers; load them with {load}")
     stage = smem.gemm_stage_bytes(*CODE_TILE)
     c_tile = CODE_TILE[0] * CODE_TILE[1] * 2 if compiled.counts()["cp.async.bulk.tensor store"] else 0
     ring = compiled.shared - c_tile  # a TMA-store epilogue stages the C tile in shared memory too
@@ -106,7 +201,7 @@ def _ring(kernel):
 
 
 def _epilogue(kernel):
-    compiled = lab_check.require_dot(compile_sm90(kernel, *CODE_TILE, CODE_STAGES))
+    compiled = lab_check.require_kept_dot(compile_sm90(kernel, *CODE_TILE, CODE_STAGES), kernel)
     counts, problems = compiled.counts(sass=False), []
     if not counts["cp.async.bulk.tensor store"]:
         problems.append(f"no cp.async.bulk.tensor store but {counts['st.global']} x st.global: the C tile leaves "
@@ -131,14 +226,14 @@ def check(matmul, kernel):
     """``matmul(a, b, bias, BLOCK_M, BLOCK_N, BLOCK_K, stages, programs=None, out=None)`` launches ``kernel``
     (gemm.matmul_kernel's arguments, then ``bias_ptr``) on ``programs`` programs into ``out``, computing
     C = relu(A @ B + bias); the programs must walk all the tiles."""
-    return lab_check.run("exercise 04", [("persistent GEMM + epilogue: values", lambda: _values(matmul)),
+    return lab_check.run("exercise 04", [("persistent GEMM + epilogue: values", lambda: _values(matmul, kernel)),
                                          ("pipelined: the ring in the code", lambda: _ring(kernel)),
                                          ("epilogue in the code: TMA store, masked bias, fp32", lambda: _epilogue(kernel))])
 
 
 def _bias_by_tma(kernel, before):
     after, first = (compile_sm90(k, *CODE_TILE, CODE_STAGES) for k in (kernel, before))
-    lab_check.require_dot(after)
+    lab_check.require_kept_dot(after, kernel)
     loads = lambda c: len([line for line in c.ptx.splitlines() if "ld.global" in line])
     tma = lambda c: c.counts(sass=False)["cp.async.bulk.tensor load"]
     if loads(after):
@@ -151,7 +246,7 @@ def _bias_by_tma(kernel, before):
 def check_stretch(matmul, kernel, before):
     """The stretch goal: ``kernel`` (launched by ``matmul`` as in ``check``) loads the bias through a 1D
     descriptor; ``before`` is the first kernel, whose code it is compared with."""
-    checks = [("persistent GEMM + epilogue: values", lambda: _values(matmul)),
+    checks = [("persistent GEMM + epilogue: values", lambda: _values(matmul, kernel)),
               ("pipelined: the ring in the code", lambda: _ring(kernel)),
               ("epilogue in the code: TMA store, masked bias, fp32", lambda: _epilogue(kernel)),
               ("the bias through TMA", lambda: _bias_by_tma(kernel, before))]

@@ -63,7 +63,7 @@ def _untransposed(e):
             "no data moves")
 
 
-def _values(matmul):
+def _values(matmul, kernel=None):
     BM, BN, BK = TILE
     for M, N, K in [_shape() for _ in range(2)]:
         a, bt, sa, sb = _operands(M, N, K)
@@ -79,6 +79,9 @@ def _values(matmul):
                 raise AssertionError(_untransposed(e)) from None
             raise
         if (out == 0).all():
+            dropped = kernel is not None and lab_check.dropped_dot(kernel)
+            if dropped:
+                raise AssertionError(lab_check.dropped_dot_message(dropped))
             raise lab_check.NotAttempted("the output came out all zeros: the kernel body is still the stub")
         s = (sa * sb).item()
         product = (a.float() @ bt.float().t()).cpu()
@@ -124,7 +127,7 @@ def _multiplies(ptx):
 
 def _code(kernel):
     try:
-        compiled = lab_check.require_dot(compile_sm90(kernel))
+        compiled = lab_check.require_kept_dot(compile_sm90(kernel), kernel)
     except Exception as e:
         if _DOT_SHAPES in str(e):
             raise AssertionError(_untransposed(e)) from None
@@ -136,6 +139,10 @@ def _code(kernel):
         types = ", ".join(sorted(f"{x} x {y}" for x, y in operands))
         problems.append(f"wgmma multiplies {types}, not e4m3 x e4m3: the tiles were converted before tl.dot, which "
                         "loses the FP8 tensor cores' rate; pass the e4m3 tiles to tl.dot as they are")
+    accumulators = set(re.findall(r"wgmma\.mma_async\.sync\.aligned\.\w+\.(\w+)\.\w+\.\w+", compiled.ptx))
+    if accumulators - {"f32"}:
+        problems.append(f"wgmma accumulates in {', '.join(sorted(accumulators))}: keep an fp32 accumulator "
+                        "(tl.zeros(..., dtype=tl.float32), and tl.dot without out_dtype) and convert when storing")
     if not counts["cp.async.bulk.tensor load"]:
         problems.append("no cp.async.bulk.tensor loads: load A and B^T through a_desc and bt_desc")
     # the scale belongs after the loop: a multiply that needs each step's wgmma result sits in the basic block of
@@ -156,7 +163,7 @@ def _code(kernel):
 def check(matmul, kernel):
     """``matmul(a, bt, scale_a, scale_b, BLOCK_M, BLOCK_N, BLOCK_K, stages, programs=None, out=None)`` launches
     ``kernel`` (gemm_fp8.matmul_fp8_kernel's arguments, without WARP_SPECIALIZE and SUBTILE) into ``out``."""
-    return lab_check.run("exercise 08", [("FP8 GEMM: values", lambda: _values(matmul)),
+    return lab_check.run("exercise 08", [("FP8 GEMM: values", lambda: _values(matmul, kernel)),
                                          ("the code: e4m3 wgmma, TMA, one scale", lambda: _code(kernel))])
 
 
