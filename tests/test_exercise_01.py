@@ -181,3 +181,142 @@ def test_ex01_a_store_without_its_mask_is_caught_writing_outside():
     assert not passed and "elements written outside the output" in text and "a store mask is missing" in text, text
     assert "a row stride is wrong" not in text, text
     assert "the edge tiles' stores have no mask" in text, text
+
+
+# ---- loads without their masks: the guard bands hide it, the compiled code shows it ---------------
+
+@triton.jit
+def _f_unmasked(h_ptr, f_ptr, out_ptr, M, N, stride_hm, stride_fm, stride_om, alpha,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    mask = (rows < M) & (cols < N)
+    h = tl.load(h_ptr + rows * stride_hm + cols, mask=mask)
+    f = tl.load(f_ptr + rows * stride_fm + cols)  # the edge tiles read past f; the store mask drops what they read
+    tl.store(out_ptr + rows * stride_om + cols, h + alpha * f.to(tl.float32), mask=mask)
+
+
+def test_ex01_a_load_without_its_mask_is_named_in_the_compiled_code():
+    passed, text = _check(_f_unmasked)
+    assert not passed and "pass  residual add: values" in text, text  # the guard bands take the stray reads
+    assert "FAIL  residual add: 16-byte loads: the tl.load of f (f_ptr) has no mask" in text, text
+    assert "h (h_ptr)" not in text, text  # h's load is masked
+
+
+@triton.jit
+def _no_load_masks(h_ptr, f_ptr, out_ptr, M, N, stride_hm, stride_fm, stride_om, alpha,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    mask = (rows < M) & (cols < N)
+    h = tl.load(h_ptr + rows * stride_hm + cols)  # only the store is masked
+    f = tl.load(f_ptr + rows * stride_fm + cols)
+    tl.store(out_ptr + rows * stride_om + cols, h + alpha * f.to(tl.float32), mask=mask)
+
+
+def test_ex01_loads_without_masks_are_named_in_the_compiled_code():
+    passed, text = _check(_no_load_masks)
+    assert not passed and "pass  residual add: values" in text, text
+    assert "the tl.loads of h (h_ptr) and f (f_ptr) have no mask" in text, text
+
+
+# ---- the stretch goal: a bias load without its mask -----------------------------------------------
+
+@triton.jit
+def _bias_right(h_ptr, f_ptr, b_ptr, out_ptr, M, N, stride_hm, stride_fm, stride_om, alpha,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    mask = (rows < M) & (cols < N)
+    h = tl.load(h_ptr + rows * stride_hm + cols, mask=mask)
+    f = tl.load(f_ptr + rows * stride_fm + cols, mask=mask)
+    bias = tl.load(b_ptr + cols, mask=cols < N)
+    tl.store(out_ptr + rows * stride_om + cols, h + alpha * f.to(tl.float32) + bias, mask=mask)
+
+
+@triton.jit
+def _bias_unmasked(h_ptr, f_ptr, b_ptr, out_ptr, M, N, stride_hm, stride_fm, stride_om, alpha,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    mask = (rows < M) & (cols < N)
+    h = tl.load(h_ptr + rows * stride_hm + cols, mask=mask)
+    f = tl.load(f_ptr + rows * stride_fm + cols, mask=mask)
+    bias = tl.load(b_ptr + cols)  # the last column tile reads past the bias
+    tl.store(out_ptr + rows * stride_om + cols, h + alpha * f.to(tl.float32) + bias, mask=mask)
+
+
+def test_ex01_stretch_a_bias_load_without_its_mask_is_named():
+    _, text = report(ex01.stretch, _bias_right)
+    assert "stretch (optional): all 2 checks pass" in text, text
+    _, text = report(ex01.stretch, _bias_unmasked)
+    assert "pass  residual add + bias: values" in text, text
+    assert "FAIL  residual add + bias: load widths: the tl.load of bias (b_ptr) has no mask" in text, text
+
+
+# ---- a tile of BLOCK_N rows: right values, twice the loads --------------------------------------
+
+@triton.jit
+def _rows_of_block_n(h_ptr, f_ptr, out_ptr, M, N, stride_hm, stride_fm, stride_om, alpha,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_N)[:, None]  # tiles overlap: each row loaded twice
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    mask = (rows < M) & (cols < N)
+    h = tl.load(h_ptr + rows * stride_hm + cols, mask=mask)
+    f = tl.load(f_ptr + rows * stride_fm + cols, mask=mask)
+    tl.store(out_ptr + rows * stride_om + cols, h + alpha * f.to(tl.float32), mask=mask)
+
+
+def test_ex01_a_tile_larger_than_block_m_rows_is_named():
+    passed, text = _check(_rows_of_block_n)
+    assert not passed and "pass  residual add: values" in text, text  # overlapping tiles write the same values
+    assert "each program loads more than its tile - its rows are tl.arange(0, BLOCK_M)" in text, text
+
+
+@triton.jit
+def _bias_mask_by_rows(h_ptr, f_ptr, b_ptr, out_ptr, M, N, stride_hm, stride_fm, stride_om, alpha,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    mask = (rows < M) & (cols < N)
+    h = tl.load(h_ptr + rows * stride_hm + cols, mask=mask)
+    f = tl.load(f_ptr + rows * stride_fm + cols, mask=mask)
+    bias = tl.load(b_ptr + cols, mask=rows < N)  # right only while M <= N
+    tl.store(out_ptr + rows * stride_om + cols, h + alpha * f.to(tl.float32) + bias, mask=mask)
+
+
+@triton.jit
+def _bias_mask_by_m(h_ptr, f_ptr, b_ptr, out_ptr, M, N, stride_hm, stride_fm, stride_om, alpha,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)[:, None]
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    mask = (rows < M) & (cols < N)
+    h = tl.load(h_ptr + rows * stride_hm + cols, mask=mask)
+    f = tl.load(f_ptr + rows * stride_fm + cols, mask=mask)
+    bias = tl.load(b_ptr + cols, mask=cols < M)  # right only while M >= N
+    tl.store(out_ptr + rows * stride_om + cols, h + alpha * f.to(tl.float32) + bias, mask=mask)
+
+
+@triton.jit
+def _bias_rows_of_block_n(h_ptr, f_ptr, b_ptr, out_ptr, M, N, stride_hm, stride_fm, stride_om, alpha,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_N)[:, None]  # tiles overlap: each row loaded twice
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    mask = (rows < M) & (cols < N)
+    h = tl.load(h_ptr + rows * stride_hm + cols, mask=mask)
+    f = tl.load(f_ptr + rows * stride_fm + cols, mask=mask)
+    bias = tl.load(b_ptr + cols, mask=cols < N)
+    tl.store(out_ptr + rows * stride_om + cols, h + alpha * f.to(tl.float32) + bias, mask=mask)
+
+
+def test_ex01_stretch_a_bias_mask_on_the_wrong_dimension_fails_the_values():
+    for wrong, mask in ((_bias_mask_by_rows, "rows < N"), (_bias_mask_by_m, "cols < M")):  # each right on one aspect
+        _, text = report(ex01.stretch, wrong)
+        assert "FAIL  residual add + bias: values" in text, text
+        assert f"the bias masked by {mask}: the bias has one value per column, N in all" in text, text
+
+
+def test_ex01_stretch_a_tile_larger_than_block_m_rows_is_named():
+    _, text = report(ex01.stretch, _bias_rows_of_block_n)
+    assert "pass  residual add + bias: values" in text, text
+    assert "each program loads more than its tile - its rows are tl.arange(0, BLOCK_M)" in text, text

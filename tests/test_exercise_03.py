@@ -310,3 +310,73 @@ def _fp16_sum(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_
 def test_ex03_fp16_accumulation_is_named():
     passed, text = _check(_fp16_sum)
     assert not passed and "into float32" in text and "errors the size of fp16 rounding in the sum" in text, text
+
+
+# ---- a block shape with BLOCK_M where BLOCK_N belongs: right on square tiles only -------------------
+
+@triton.jit
+def _bias_box_of_block_m(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [stride_wn, 1], [BLOCK_N, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_M])  # <- [BLOCK_N]: one value per column
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([off_n, k * BLOCK_K]).T, acc)
+    acc += b_desc.load([off_n])[None, :].to(tl.float32)
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_a_bias_box_of_block_m_is_named():
+    passed, text = _check(_bias_box_of_block_m)
+    assert not passed and "FAIL  linear layer: values, whole tiles" in text, text
+    assert "b_desc's block shape is [BLOCK_M]; the bias has one value per column of the tile: [BLOCK_N]" in text, text
+
+
+@triton.jit
+def _w_box_of_block_m(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [stride_wn, 1], [BLOCK_M, BLOCK_K])  # <- [BLOCK_N, BLOCK_K]
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([off_n, k * BLOCK_K]).T, acc)
+    acc += b_desc.load([off_n])[None, :].to(tl.float32)
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_a_w_box_of_block_m_rows_is_named():
+    passed, text = _check(_w_box_of_block_m)
+    assert not passed and "FAIL  linear layer: values, whole tiles" in text, text
+    assert "w_desc's block shape is [BLOCK_M, BLOCK_K]; W's tile is [BLOCK_N, BLOCK_K]" in text, text
+
+
+@triton.jit
+def _bias_at_off_m(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [N, K], [stride_wn, 1], [BLOCK_N, BLOCK_K])
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([off_n, k * BLOCK_K]).T, acc)
+    acc += b_desc.load([off_m])[None, :].to(tl.float32)  # <- off_n: the bias goes with the columns
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+def test_ex03_a_bias_loaded_at_the_row_offset_is_named():
+    passed, text = _check(_bias_at_off_m)
+    assert not passed and "each tile's bias is loaded at its row offset, b_desc.load([off_m])" in text, text

@@ -133,6 +133,31 @@ def test_ex05_a_store_at_swapped_tile_coordinates_names_the_misplaced_tiles():
     passed, text = report(ex05.check, _swapped_store)
     assert not passed and "FAIL  values" in text, text
     assert "holds the values of tile" in text and "the tile coordinates of a load or the store are off" in text, text
+    assert "grid axes swapped where a tile is loaded or stored" in text, text
+
+
+def _swapped_grid(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(M, block_M), T.ceildiv(N, block_N), threads=256) as (bx, by):  # <- N first: bx walks N
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_swapped_grid_axes_are_named():
+    # right wherever the row and column tile counts are equal: every check's shape has unequal ones
+    for _ in range(3):
+        passed, text = report(ex05.check, _swapped_grid)
+        assert not passed and "FAIL  values" in text, text
+        assert "grid axes swapped" in text and "T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), ...) as (bx, by)" in text, text
 
 
 def _no_k_tail(M, N, K, block_M, block_N, block_K, stages):
@@ -177,6 +202,28 @@ def _fp16_accumulator(M, N, K, block_M, block_N, block_K, stages):
 def test_ex05_an_fp16_accumulator_is_named_even_where_the_values_pass():
     passed, text = report(ex05.check, _fp16_accumulator)
     assert not passed and "FAIL  accumulator: T.gemm accumulates into acc, a float16 buffer" in text, text
+
+
+def _acc_n_by_m(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_N, block_M), "float32")  # <- (block_M, block_N): right while they are equal
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_an_accumulator_of_block_n_x_block_m_is_refused_on_rectangular_tiles():
+    passed, text = report(ex05.check, _acc_n_by_m)
+    assert not passed and "FAIL  values: TileLang refuses the program: T.gemm M shape check" in text, text
+    assert "allocate acc as T.alloc_fragment((block_M, block_N), \"float32\")" in text, text
 
 
 def _uncleared(M, N, K, block_M, block_N, block_K, stages):

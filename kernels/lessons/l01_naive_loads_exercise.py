@@ -1,6 +1,7 @@
 """The check behind exercises/01_naive_loads.ipynb: a fused residual update, ``out = h + alpha * f`` with
 ``h`` and ``out`` fp32 and ``f`` fp16, each with its own row stride; exact up to fp32 rounding on ragged
-shapes, and compiled to 16-byte loads of both inputs."""
+shapes, and compiled to 16-byte loads of both inputs, each load and store masked (a predicate on every ld.global
+and st.global: the guard bands take a stray read without one, so only the compiled code shows it)."""
 import random
 
 import torch
@@ -11,6 +12,7 @@ from ..lab.mode import DEVICE
 
 TILE = (32, 64)  # the values check's tile: small, so that the ragged shapes have several edge tiles
 TOL = 1e-5       # fp32 arithmetic lands within ~1e-7; one rounding to fp16 on the way costs ~1e-4
+TENSORS = (("h", "h_ptr"), ("f", "f_ptr"), ("out", "out_ptr"))  # the kernel's pointer arguments, in order
 
 
 def launch(kernel, h, f, alpha, out, BLOCK_M=64, BLOCK_N=128, num_warps=4):
@@ -59,6 +61,41 @@ def _narrow_loads(counts, needed):
             f"(8 fp16 or 4 fp32 each): {why}")
 
 
+def _unmasked(compiled, tensors):
+    """What the compiled code loads or stores without a predicate (a tl.load or tl.store without mask=), in
+    words; None when every global access is masked. ``tensors``: the kernel's pointer arguments in order,
+    (tensor, argument) pairs."""
+    loads, stores = [], []
+    for op, pointers, guarded in lab_check.global_accesses(compiled.ptx):
+        if not guarded:
+            bare = loads if op.startswith("ld.") else stores
+            bare += [i for i in pointers or [None] if i not in bare]
+    if not loads and not stores:
+        return None
+    known = lambda i: i is not None and i < len(tensors)
+    names = lambda ids: " and ".join(f"{tensors[i][0]} ({tensors[i][1]})" if known(i) else "a tensor" for i in ids)
+
+    def fix(ids, verb):
+        by_mask = {}
+        for i in filter(known, ids):
+            by_mask.setdefault("cols < N" if tensors[i][0] == "bias" else "(rows < M) & (cols < N)", []).append(i)
+        return "; ".join(f"{verb} {' and '.join(tensors[i][0] for i in these)} with mask={m}"
+                         for m, these in by_mask.items()) or f"{verb} with a mask"
+
+    what = []
+    if loads:
+        many = len(loads) > 1
+        what.append(f"the tl.load{'s' if many else ''} of {names(loads)} {'have' if many else 'has'} no mask (no "
+                    f"predicate on {'their' if many else 'its'} ld.global in the sm_90 PTX): the tiles at the last rows "
+                    "and columns read past the edge" + ("" if stores else ", and the store's mask drops what they read, "
+                    "so the values come out right here (the check's guard bands took the stray reads), but on a GPU "
+                    "they read memory that is not the tensor's, or fault") + f". {fix(loads, 'Load')}")
+    if stores:
+        what.append(f"the tl.store to {names(stores)} has no mask (no predicate on its st.global): the edge tiles "
+                    f"write past the tensor's edge. {fix(stores, 'Store')}")
+    return "; ".join(what)
+
+
 def check(residual_add, kernel):
     """``residual_add(h, f, alpha, out, BLOCK_M, BLOCK_N)`` launches ``kernel`` (arguments as in ``launch``)."""
     rng = random.Random()
@@ -96,7 +133,11 @@ def check(residual_add, kernel):
         if not counts["ld.global"]:
             raise lab_check.NotAttempted("the kernel loads nothing")
         needed = 64 * 128 * (4 + 2) // 16 // 128  # both tiles in 16-byte pieces, over 128 threads
-        problem = _narrow_loads(counts, needed)
+        problem = _narrow_loads(counts, needed) or _unmasked(compiled, TENSORS)
+        if not problem and counts["ld.global"] > needed:
+            problem = (f"{counts['ld.global']} x 128-bit ld.global per thread, where a 64x128 tile of h and one of f "
+                       f"take {needed}: each program loads more than its tile - its rows are tl.arange(0, BLOCK_M), "
+                       "its columns tl.arange(0, BLOCK_N), and it loads h and f once each")
         if problem:
             raise AssertionError(problem)
         return (f"{counts['ld.global 128-bit']} x 128-bit ld.global per thread for a 64x128 tile of h (fp32) and "
@@ -112,22 +153,43 @@ def stretch(kernel):
     rng = random.Random()
 
     def values():
-        M, N = rng.randint(65, 300), rng.randint(65, 300)
-        h = lab_check.operand(M, N, dtype=torch.float32, extra=8)
-        f = lab_check.operand(M, N, dtype=torch.float16, extra=24)
-        bias = lab_check.operand(N, dtype=torch.float32)
-        out = lab_check.poisoned(M, N, dtype=torch.float32)
-        kernel[(triton.cdiv(M, TILE[0]), triton.cdiv(N, TILE[1]))](
-            h, f, bias, out, M, N, h.stride(0), f.stride(0), out.stride(0), 0.75, BLOCK_M=TILE[0], BLOCK_N=TILE[1])
-        lab_check.compare(f"{M}x{N}", out, h.double() + 0.75 * f.double() + bias.double(), TOL)
+        small, large = sorted(rng.sample(range(65, 301), 2))
+        for M, N in ((large, small), (small, large)):  # a bias masked by rows < N, or by cols < M, is wrong in one
+            h = lab_check.operand(M, N, dtype=torch.float32, extra=8)
+            f = lab_check.operand(M, N, dtype=torch.float16, extra=24)
+            bias = lab_check.operand(N, dtype=torch.float32)
+            out = lab_check.poisoned(M, N, dtype=torch.float32)
+            kernel[(triton.cdiv(M, TILE[0]), triton.cdiv(N, TILE[1]))](
+                h, f, bias, out, M, N, h.stride(0), f.stride(0), out.stride(0), 0.75, BLOCK_M=TILE[0], BLOCK_N=TILE[1])
+            base = h.double() + 0.75 * f.double()
+            try:
+                lab_check.compare(f"{M}x{N}", out, base + bias.double(), TOL)
+            except AssertionError as e:
+                rows, cols = torch.arange(M, device=out.device)[:, None], torch.arange(N, device=out.device)[None, :]
+                wrong = {"rows < N": rows < N, "cols < M": cols < M}
+                said = next((m for m, keep in wrong.items() if not lab_check.unwritten(out).any() and
+                             lab_check.rel_err(out, base + bias.double() * keep) <= TOL), None)
+                raise AssertionError(f"{e}" + (f" - out equals h + alpha * f + bias with the bias masked by {said}: the "
+                                               "bias has one value per column, N in all; load it with mask=cols < N"
+                                               if said else "")) from None
         return "h + alpha * f + bias right on a ragged shape"
 
     def code():
         h, f = (torch.empty(4, dtype=d, device=DEVICE) for d in (torch.float32, torch.float16))
         lines = []
         for BLOCK_M, BLOCK_N in ((64, 128), (16, 512)):
-            counts = aot.compile_sm90(kernel, h, f, h, h, 16384, 16384, 16384, 16384, 16384, 0.5,
-                                      BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=4).counts()
+            compiled = aot.compile_sm90(kernel, h, f, h, h, 16384, 16384, 16384, 16384, 16384, 0.5,
+                                        BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, num_warps=4)
+            problem = _unmasked(compiled, TENSORS[:2] + (("bias", "b_ptr"),) + TENSORS[2:])
+            if problem:
+                raise AssertionError(problem)
+            counts = compiled.counts()
+            needed = -(-BLOCK_M * BLOCK_N * (4 + 2) // 16 // 128) + -(-BLOCK_N * 4 // 16 // 128)  # tiles, bias row
+            if counts["ld.global"] > needed:
+                raise AssertionError(f"{counts['ld.global']} ld.global per thread at {BLOCK_M}x{BLOCK_N}, where its tiles "
+                                     f"of h and f and one row of bias take {needed}: each program loads more than its "
+                                     "tile - its rows are tl.arange(0, BLOCK_M), its columns tl.arange(0, BLOCK_N), and "
+                                     "the bias is one row, b_ptr + cols, loaded once")
             widths = {k.split()[1]: v for k, v in counts.items() if k.startswith("ld.global ") and v}
             lines.append(f"{BLOCK_M}x{BLOCK_N}: " + ", ".join(f"{n} x {w}" for w, n in sorted(
                 widths.items(), key=lambda kv: -int(kv[0].split("-")[0]))) + " ld.global per thread")

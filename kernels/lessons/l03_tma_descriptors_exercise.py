@@ -3,7 +3,10 @@ with every byte moved through tensor descriptors: ``W`` described as stored (N x
 transposed in the kernel, the bias through a 1D descriptor, ``y`` stored through its own, no mask
 anywhere. Right inside and at ragged edges (where TMA's zero fill and clipping do the masks' work), and
 compiled to TMA loads and a TMA store with no pointer access left."""
+import ast
+import inspect
 import random
+import textwrap
 
 import torch
 import triton
@@ -13,13 +16,51 @@ from ..lab.mode import DEVICE
 from ..ops import gemm
 from .l02_cp_async_exercise import likely, with_hints
 
-TILE = (64, 64, 32)  # BLOCK_N != BLOCK_K: a W tile that is not transposed does not fit tl.dot
+TILE = (128, 64, 32)  # three different sizes: a block shape or an offset with one where another belongs does not fit
 INTERIOR = (2 * TILE[0], 2 * TILE[1], 3 * TILE[2])  # whole tiles: no edge anywhere
 K_TAIL_BY_DESCRIPTOR = ("a descriptor's shape reaches past the tensor into its padding: TMA fills with zeros only "
                         "past the shape you give it, so describe x as [M, K] and W as [N, K], not as wide as "
                         "their row strides")
 W_BY_DESCRIPTOR = ("W is N x K: describe it as stored, shape [N, K] with strides [stride_wn, 1], load [BLOCK_N, "
                    "BLOCK_K] tiles at [n, k] and hand tl.dot the transposed tile, w.T")
+
+
+# each descriptor's block shape, by the pointer it describes (the kernel's first four arguments), and why
+BLOCKS = ((("BLOCK_M", "BLOCK_K"), "x's tile is [BLOCK_M, BLOCK_K]"),
+          (("BLOCK_N", "BLOCK_K"), "W's tile is [BLOCK_N, BLOCK_K] (W is stored N x K)"),
+          (("BLOCK_N",), "the bias has one value per column of the tile: [BLOCK_N]"),
+          (("BLOCK_M", "BLOCK_N"), "y's tile is [BLOCK_M, BLOCK_N]"))
+SHAPES = (("M", "K"), ("N", "K"), ("N",), ("M", "N"))  # each tensor's shape, as a descriptor gives it
+
+
+def block_shape_mistakes(kernel):
+    """The descriptors in ``kernel``'s source whose block shape names the wrong BLOCK_ sizes, in words ("" when
+    none, or when the source cannot be read): with square tiles such a mistake goes unseen."""
+    try:
+        fn = ast.parse(textwrap.dedent(inspect.getsource(kernel.fn))).body[0]
+    except (OSError, TypeError, SyntaxError, IndexError, AttributeError):
+        return ""
+    params = [a.arg for a in fn.args.args][:len(BLOCKS)]
+    said = []
+    for node in ast.walk(fn):
+        call = getattr(node, "value", None)
+        if not isinstance(node, ast.Assign) or not isinstance(call, ast.Call) or \
+                getattr(call.func, "attr", getattr(call.func, "id", None)) != "make_tensor_descriptor":
+            continue
+        args = dict(zip(("base", "shape", "strides", "block_shape"), call.args))
+        args.update({kw.arg: kw.value for kw in call.keywords})
+        base, block = args.get("base"), args.get("block_shape")
+        if not isinstance(base, ast.Name) or base.id not in params or not isinstance(block, (ast.List, ast.Tuple)):
+            continue
+        got = tuple(getattr(e, "id", None) for e in block.elts)
+        (want, why), shape = BLOCKS[params.index(base.id)], SHAPES[params.index(base.id)]
+        described = tuple(ast.unparse(e) for e in getattr(args.get("shape"), "elts", ()))
+        if sorted(got) == sorted(want) and sorted(described) == sorted(shape) and described != shape:
+            continue  # the tensor described transposed, shape and block alike: the values check names that
+        if got != want and all(g in ("BLOCK_M", "BLOCK_N", "BLOCK_K") for g in got):
+            said.append(f"{ast.unparse(node.targets[0])}'s block shape is [{', '.join(got)}]; {why}")
+    return "; ".join(said) and (f"{'; '.join(said)} (the check's tiles are {TILE[0]} x {TILE[1]} x {TILE[2]}, "
+                                "BLOCK_M, BLOCK_N and BLOCK_K all different, so each block shape matters)")
 
 
 def launch_args(x, w, b, y, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps=None, GROUP_M=8):
@@ -49,9 +90,14 @@ def _likely(y, x, w, b, ref, tol, interior_ok, rerun):
     product = x.double() @ w.double().T
     rows_bias = torch.zeros(y.shape[0], dtype=torch.float64, device=y.device)
     rows_bias[:min(y.shape[0], b.numel())] = b.double()[:y.shape[0]]  # b read by row; zero past its end
+    M, N = y.shape
+    at = (torch.arange(M, device=y.device)[:, None] // TILE[0] * TILE[0] + torch.arange(N, device=y.device) % TILE[1])
+    at_row_tile = torch.where(at < N, b.double()[at.clamp(max=N - 1)], 0.0)  # each tile's bias box at off_m
     for candidate, meaning in ((product, "the bias is missing: add it in the epilogue, one value per column"),
                                (product + rows_bias[:, None], "the bias is added along the rows (one value per m); "
-                                "it belongs to the output features: one value per column n, bias[None, :]")):
+                                "it belongs to the output features: one value per column n, bias[None, :]"),
+                               (product + at_row_tile, "each tile's bias is loaded at its row offset, "
+                                "b_desc.load([off_m]); the bias goes with the columns: b_desc.load([off_n])")):
         if written.any() and lab_check.rel_err(y[written], candidate[written]) < 1e-2:
             return " - " + meaning
     hint = likely(y, ref, x, w, *TILE, tol, rerun, w_indexing=W_BY_DESCRIPTOR, k_tail=K_TAIL_BY_DESCRIPTOR)
@@ -62,14 +108,20 @@ def _likely(y, x, w, b, ref, tol, interior_ok, rerun):
     return hint
 
 
-def _values(linear, shapes, interior_ok=False):
+def _values(linear, shapes, interior_ok=False, blocks=""):
+    """Check ``linear`` on each shape; ``blocks``: the kernel's block shape mistakes, named on any failure."""
     for M, N, K, dtype in shapes:
         x = lab_check.operand(M, K, dtype=torch.float16, extra=8)
         w = lab_check.operand(N, K, dtype=torch.float16, extra=24)
         b = lab_check.operand(N, dtype=torch.float16)
         y = lab_check.poisoned(M, N, dtype=dtype)
-        if with_hints(lambda: linear(x, w, b, *TILE, 2, out=y)) is None:
-            raise NotImplementedError
+        try:
+            if with_hints(lambda: linear(x, w, b, *TILE, 2, out=y)) is None:
+                raise NotImplementedError
+        except Exception as e:
+            if not blocks or lab_check.is_stub(e):
+                raise
+            raise AssertionError(f"{e if isinstance(e, AssertionError) else lab_check.explain(e)} - {blocks}") from None
         ref = x.double() @ w.double().T + b.double()
         tol = 1e-2 if dtype == torch.float16 else 1e-5
         try:
@@ -78,7 +130,8 @@ def _values(linear, shapes, interior_ok=False):
             def rerun():
                 return linear(lab_check.zero_guarded(x), lab_check.zero_guarded(w), lab_check.zero_guarded(b), *TILE, 2,
                               out=lab_check.poisoned(M, N, dtype=dtype))
-            raise AssertionError(f"{e}{_likely(y, x, w, b, ref, tol, interior_ok, rerun)}") from None
+            raise AssertionError(f"{e}{_likely(y, x, w, b, ref, tol, interior_ok, rerun)}"
+                                 + (f" - {blocks}" if blocks else "")) from None
 
 
 def compile_linear(kernel, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, size=4096):
@@ -115,14 +168,15 @@ def check(linear, kernel):
     """``linear(x, w, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None)`` launches ``kernel`` (arguments as in
     ``launch_args``) into ``out``."""
     rng = random.Random()
+    blocks = block_shape_mistakes(kernel)
 
     def interior():
-        _values(linear, [(*INTERIOR, torch.float16)])
+        _values(linear, [(*INTERIOR, torch.float16)], blocks=blocks)
         return "right where every tile lies inside the tensors"
 
     def edges():  # ragged everywhere, K too: only the descriptors' shapes keep the edges right
         try:
-            _values(linear, [(*INTERIOR, torch.float16)])
+            _values(linear, [(*INTERIOR, torch.float16)], blocks=blocks)
             interior_ok = True
         except AssertionError:
             interior_ok = False
@@ -130,7 +184,7 @@ def check(linear, kernel):
         # padding up to the next 16 bytes (columns 131-135), while loads zero-filled exactly at K
         shapes = [(rng.randint(65, 200), 8 * rng.randint(9, 25), rng.randint(65, 200), dtype)
                   for dtype in (torch.float16, torch.float16, torch.float32)]
-        _values(linear, shapes, interior_ok)
+        _values(linear, shapes, interior_ok, blocks)
         return ("within 1e-2 of torch on two ragged shapes into fp16, 1e-5 on one into fp32: the zero fill and "
                 "the clipped store did the masks' work")
 

@@ -14,7 +14,8 @@ from ..lab.errors import CourseError
 from ..lab.mode import MODE
 from ..ops import tilelang_kernels as tk
 
-TILE = (128, 128, 64)  # block_M, block_N, block_K of every check
+TILE = (128, 128, 64)  # block_M, block_N, block_K of the checks that read the program and its CUDA
+VALUES_TILE = (128, 64, 64)  # of the values: block_M != block_N, so a buffer with the two swapped does not fit
 
 
 def _ragged(lo, hi, block):
@@ -23,6 +24,15 @@ def _ragged(lo, hi, block):
         n = 8 * random.randint(lo // 8, hi // 8 - 1)
         if n % block:
             return n
+
+
+def _shape(m, n, k):
+    """(M, N, K) drawn by ``_ragged`` from the ranges ``m``, ``n`` and ``k`` ((lo, hi) each), with a different
+    number of row and column tiles: a grid whose axes are swapped covers a square of tiles only."""
+    while True:
+        M, N = _ragged(*m, VALUES_TILE[0]), _ragged(*n, VALUES_TILE[1])
+        if -(-M // VALUES_TILE[0]) != -(-N // VALUES_TILE[1]):
+            return M, N, _ragged(*k, VALUES_TILE[2])
 
 
 # ---- what the program says, read from its TIR before TileLang lowers it ---------------------------
@@ -77,7 +87,10 @@ def _uncleared(ops):
 HINTS = {"K shape check failed": "T.gemm multiplies A_s (block_M x block_K) by B_s as block_K x block_N unless told "
                                  "otherwise: B_s holds a block_N x block_K tile of B, so pass transpose_B=True",
          "N shape check failed": "the B tile is block_N x block_K here (B is N x K): allocate B_s that way and pass "
-                                 "transpose_B=True to T.gemm"}
+                                 "transpose_B=True to T.gemm",
+         "M shape check failed": "T.gemm's accumulator is block_M x block_N, A_s's rows by B_s's rows: allocate acc "
+                                 "as T.alloc_fragment((block_M, block_N), \"float32\") (the values check's tiles are "
+                                 f"{VALUES_TILE[0]} x {VALUES_TILE[1]}, so the order matters)"}
 
 
 @contextlib.contextmanager
@@ -143,10 +156,34 @@ class _Programs:
                                  "checks below still run)") from None
 
 
+GRID = ("T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), ...) as (bx, by): bx counts the column tiles and by "
+        "the row tiles, and tile (by, bx) reads A[by * block_M, ...] and B[bx * block_N, ...] and goes to "
+        "C[by * block_M, bx * block_N]")
+
+
+def _swapped_axes(out, ref, tol):
+    """What says that the grid's axes (bx, by) are swapped somewhere, in words; "" when nothing does."""
+    tm, tn = -(-out.shape[0] // VALUES_TILE[0]), -(-out.shape[1] // VALUES_TILE[1])
+    never = lab_check.per_tile_count(lab_check.unwritten(out), *VALUES_TILE[:2]) > 0
+    wrong = ~lab_check.unwritten(out) & lab_check.far_off(out, ref, tol)
+    off = lab_check.per_tile_count(wrong, *VALUES_TILE[:2]) > 0
+    square = torch.zeros_like(never)
+    square[:min(tm, tn), :min(tm, tn)] = True
+    if never.any() and bool((never == ~square).all()) and not off[square].any():
+        return (f" - grid axes swapped: C has {tm} row tiles and {tn} column tiles, and only the first {min(tm, tn)} x "
+                f"{min(tm, tn)} were written, each right: bx walked the rows and by the columns. {GRID}")
+    moved = lab_check.misplaced(out, ref, *VALUES_TILE[:2], tol)
+    if moved and all(t == o[::-1] for t, o in moved):
+        return (" - grid axes swapped where a tile is loaded or stored: tile (r, c) holds the values of tile (c, r). "
+                f"{GRID}")
+    return ""
+
+
 def _compare(name, out, ref, tol, candidates, uncleared):
-    """lab_check.compare_tiles; an accumulator never cleared, or C never written, explained for TileLang."""
+    """lab_check.compare_tiles; an accumulator never cleared, C never written, or the grid's axes swapped,
+    explained for TileLang."""
     try:
-        return lab_check.compare_tiles(name, out, ref, tol, *TILE[:2], candidates)
+        return lab_check.compare_tiles(name, out, ref, tol, *VALUES_TILE[:2], candidates)
     except AssertionError as e:
         if uncleared:
             raise AssertionError(f"{name}: {uncleared} is never cleared before the K loop, so each tile adds its "
@@ -155,22 +192,25 @@ def _compare(name, out, ref, tol, candidates, uncleared):
         if lab_check.unwritten(out).all():
             raise AssertionError(f"{e}; copy the accumulator out at the end, T.copy(acc, C[...]) at the tile's own "
                                  "row and column") from None
+        swapped = _swapped_axes(out, ref, tol)
+        if swapped:
+            raise AssertionError(f"{e}{swapped}") from None
         raise
 
 
 def _values(programs, epilogue):
     cpu = MODE != "hopper"
-    shapes = [(_ragged(136, 296, 128), _ragged(136, 296, 128), _ragged(72, 248, 64))] if cpu else \
-        [(_ragged(200, 700, 128), _ragged(240, 720, 128), _ragged(240, 720, 64)) for _ in range(2)]
+    shapes = [_shape((136, 296), (136, 296), (72, 248))] if cpu else \
+        [_shape((200, 700), (240, 720), (240, 720)) for _ in range(2)]
     uncleared = _uncleared(reading(programs.func(1024, 1024, 1024, *TILE, 3)))
     for M, N, K in shapes:
-        kernel, where = programs.runnable(M, N, K, *TILE, 3)
+        kernel, where = programs.runnable(M, N, K, *VALUES_TILE, 3)
         device = "cuda" if where == "cuda" else "cpu"
         a = lab_check.operand(M, K, device=device, padded=False)  # TileLang takes contiguous tensors
         b = lab_check.operand(N, K, device=device, padded=False)  # stored N x K, as nn.Linear's weight
         c = lab_check.poisoned(M, N, device=device, padded=False)  # TileLang takes C contiguous: bands only
         product = a.float() @ b.float().T
-        k_full = K // TILE[2] * TILE[2]
+        k_full = K // VALUES_TILE[2] * VALUES_TILE[2]
         no_tail = a[:, :k_full].float() @ b[:, :k_full].float().T
         kn = min(K, N)
         b_as_kxn = torch.zeros(K, N, device=device)
@@ -190,7 +230,7 @@ def _values(programs, epilogue):
                            ("relu(A @ B^T) + bias: the ReLU comes before the bias", torch.relu(product) + bias.float()),
                            ("relu(A @ B^T + bias of the first column tile): every tile adds bias[0:block_N]; "
                             "offset it by the tile's column, bx * block_N", torch.relu(product + bias.float()[
-                                torch.arange(N, device=device) % TILE[1]])),
+                                torch.arange(N, device=device) % VALUES_TILE[1]])),
                            ("A @ B^T: the epilogue is missing", product)]
         else:
             kernel(a, b, c)
