@@ -179,3 +179,12 @@ def test_ex06_a_ring_that_stops_the_gpu_is_reported_and_this_process_keeps_its_g
     assert "this notebook's GPU is unharmed" in text, text
     x = torch.randn(1 << 16, device="cuda")
     assert torch.equal(x * 1, x)  # a kernel of this process still runs
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (("      atomicAdd(timeouts, 1);\n", "      atomicAdd(timeouts, 2);\n"), "one wait gave up and the count says 2"),
+    (("      bulk_wait_read<0>();  // once the stores issued have read their slots\n", ""),
+     "the kernel left while the TMA stores it had issued may still read their slots: before return, bulk_wait_read<0>()")])
+def test_ex06_leaving_after_a_timeout_is_checked_in_the_model(wrong, says):
+    passed, text = report(ex06.check, _wrong(*wrong))
+    assert not passed and says in text, text

@@ -431,11 +431,13 @@ def diagnose(lines, tiles_m, tiles_n):
 def diagnose_lost(lines):
     """With one load lost, the wait for it must give up, and the kernel must count that and store nothing more:
     what the GPU run relies on to report a barrier that never completes instead of storing a half-landed tile."""
-    gave_up = False
+    gave_up, drained = False, False
     for line in lines:
         f = line.split()
         if f[0] == "wait" and f[4] == "0":
             gave_up = True
+        elif f[0] == "wait_read" and gave_up:
+            drained = f[1] == "0"
         elif f[0] == "store" and gave_up:
             tile = (int(f[2]) // BOX[0], int(f[1]) // BOX[1])
             return (f"when a wait gave up (a load that never lands), your kernel went on and stored tile {tile}: "
@@ -445,6 +447,12 @@ def diagnose_lost(lines):
             if int(f[1]) == 0:
                 return ("a wait gave up (a load that never lands) and nothing counted it: on false, "
                         "atomicAdd(timeouts, 1), so the host can say that the barrier never completed")
+            if int(f[1]) != 1:
+                return (f"one wait gave up and the count says {f[1]}: count each wait that gives up once, "
+                        "atomicAdd(timeouts, 1), so the host reports how many CTAs gave up")
+            if not drained:
+                return ("a wait gave up and the kernel left while the TMA stores it had issued may still read their "
+                        "slots: before return, bulk_wait_read<0>() (the shared memory goes to the next CTA)")
             return None
     return None if gave_up else "with a load lost, no wait gave up: does each tile's wait go to its own slot's barrier?"
 
