@@ -1,6 +1,7 @@
 """The lab library: sm_90 compilation with a launch's specialisation, instruction counts, budgets,
 results files, the one measurement source, exercise generation."""
 import json
+import re
 import shutil
 
 import pytest
@@ -69,6 +70,40 @@ def test_isa_counts_ptx_by_width():
     c = isa.count_ptx(ptx)
     assert c["ld.global 128-bit"] == 1 and c["ld.global 16-bit"] == 1 and c["ld.global"] == 2
     assert c["cp.async"] == 1 and c["cp.async.bulk.tensor load"] == 1 and c["mbarrier"] == 1
+
+
+@pytest.mark.parametrize("families", [None, ["cp.async", "cp.async.bulk.tensor load", "st.global",
+                                             "cp.async.bulk.tensor store", "UTMALDG"]])
+def test_isa_table_columns_line_up_whatever_the_labels(families):
+    """Every number ends under the end of its kernel's name: a label longer than the label column
+    ("  cp.async.bulk.tensor store", 28 characters against 24) used to push its row 4 characters right."""
+    from collections import Counter
+
+    class Compiled:
+        def __init__(self, name, counts):
+            self.name, self._counts = name, Counter(counts)
+
+        def counts(self):
+            return self._counts
+
+    tma = {"cp.async.bulk.tensor": 3, "cp.async.bulk.tensor load": 2, "cp.async.bulk.tensor store": 1,
+           "mbarrier": 8, "UTMALDG": 2, "UTMASTG": 1}
+    ptr = {"ld.global": 8, "ld.global 128-bit": 8, "st.global": 8, "st.global 128-bit": 8, "cp.async": 24, "LDGSTS": 24}
+    kernels_ = [Compiled("pointer, 1 stage", ptr), Compiled("TMA", tma)]
+    text = isa.table(kernels_, families)
+    header, *rows = text.splitlines()
+    ends = [len(header) - 18 * k for k in range(2)][::-1]  # two columns of max(12, 16) + 2 characters
+    assert header.endswith(" pointer, 1 stage" + " " * 15 + "TMA")
+    shown = families or [f for f in isa.PTX_FAMILIES + isa.SASS_FAMILIES if any(f in c for c in (tma, ptr))]
+    assert len(rows) >= len(shown)
+    for row in rows:
+        assert len(row) == len(header), f"row out of line with the header:\n{header}\n{row}"
+        numbers = [m.end() for m in re.finditer(r"(?<= )\d+", row) if m.start() >= ends[0] - 18]
+        assert numbers == ends, f"numbers end at {numbers}, the names at {ends}:\n{header}\n{row}"
+        label = row[:ends[0] - 18]
+        assert label.endswith("  "), f"the label runs into the first column: {row!r}"
+    if families:  # a width row is indented only under its own family
+        assert [r.split("  ")[0] for r in rows][:2] == ["cp.async", "cp.async.bulk.tensor load"]
 
 
 def test_smem_budget_matches_the_compiler_and_refuses_overflow():

@@ -31,6 +31,46 @@ def test_hygiene(path):
             assert "NBVAL_IGNORE_OUTPUT" in cell.source, f"cell {i}: widget cell without NBVAL_IGNORE_OUTPUT"
 
 
+MARKDOWN = ALL + sorted(p for d in (".", "notebooks", "workshop") for p in (ROOT / d).glob("*.md"))
+
+
+def markdown_of(path):
+    """(where, text) of each markdown cell of a notebook, or of a markdown file, fenced code left out."""
+    if path.suffix == ".md":
+        cells = [("", path.read_text())]
+    else:
+        cells = [(f"cell {c.get('id', i)}: ", c.source) for i, c in enumerate(nbformat.read(path, as_version=4).cells)
+                 if c.cell_type == "markdown"]
+    for where, source in cells:
+        yield where, re.sub(r"(?ms)^(```|~~~).*?^\1[^\n]*$", "", source)
+
+
+@pytest.mark.parametrize("path", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_folded_answers_close_on_a_line_of_their_own(path):
+    """A `</details>` at the end of an answer's last line is raw HTML inside a paragraph to CommonMark
+    (mystmd, the site): the fold never closes there and the answer shows unfolded. JupyterLab forgives it."""
+    for where, text in markdown_of(path):
+        for n, line in enumerate(text.splitlines()):
+            if "</details>" in line:
+                assert line.strip() == "</details>", (
+                    f"{where}line {n + 1}: `</details>` must stand on a line of its own: {line.strip()[-80:]!r}")
+        assert text.count("<details>") == text.count("</details>"), f"{where}a <details> is never closed"
+
+
+HTML_TAGS = {"a", "abbr", "b", "br", "code", "details", "div", "em", "i", "img", "kbd", "li", "ol", "p", "pre",
+             "span", "strong", "sub", "summary", "sup", "table", "td", "th", "tr", "u", "ul"}
+
+
+@pytest.mark.parametrize("path", MARKDOWN, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_placeholder_in_angle_brackets(path):
+    """"recorded on <device>, <date>" outside a code span is two unknown HTML tags to mystmd: the site drops
+    them and prints "recorded on , ". Put such a placeholder in backticks, or write the real value."""
+    for where, text in markdown_of(path):
+        prose = re.sub(r"(`+)[^`]*?\1", "", text)
+        unknown = sorted({t for t in re.findall(r"</?([A-Za-z][\w-]*)(?=[\s/>])", prose) if t.lower() not in HTML_TAGS})
+        assert not unknown, f"{where}<{'>, <'.join(unknown)}> outside a code span: the site drops it as HTML"
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "solutions").glob("*.ipynb")), ids=lambda p: p.name)
 def test_solution_asserts_its_checks_pass(path):
     # nbval runs the solution; this hidden assertion (dropped from the exercise) makes a failed check fail it

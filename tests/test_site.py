@@ -1,6 +1,7 @@
 """`make site`: the course as a static website (website/build.py, mystmd under myst.yml), built offline from
-the committed notebooks. Every page the table of contents promises exists, the lessons' PNG figures are on
-their pages, and the H200 outputs are there as recorded.
+the committed notebooks. Every lesson, exercise, solution (behind a notice) and course document is a page, the
+list taken from the files, not from myst.yml; the lessons' PNG figures are on their pages, the H200 outputs are
+there as recorded, answers stay folded, links go to pages (never a notebook's JSON), and the search box finds them.
 
 Needs Node.js (mystmd runs on it): skipped, saying why, without `node`, except under COURSE_BROWSER_TEST=1
 (.ci/run, which installs Debian's nodejs), where a missing node fails."""
@@ -17,9 +18,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "_build" / "html"
-LESSONS = sorted(p.stem for p in (ROOT / "notebooks").glob("0[0-6]_*.ipynb"))
-# pages whose files may not exist yet: each must have a page exactly when its file is there
-OPTIONAL = ["notebooks/interview_pack.ipynb", "workshop/README.md", "workshop/troubleshooting.md"]
+# every page the site must hold, from the files themselves (a new lesson, exercise or solution that myst.yml's table
+# of contents does not take is a page missing here): the lessons, exercises and solutions, the glossary, the
+# interview pack, the instructor guide and its troubleshooting page
+SOURCES = ["README.md"] + sorted(str(p.relative_to(ROOT)) for d, pattern in
+                                 [("notebooks", "*.ipynb"), ("notebooks", "*.md"), ("exercises", "*.ipynb"),
+                                  ("solutions", "*.ipynb"), ("workshop", "*.md")] for p in (ROOT / d).glob(pattern))
+LESSONS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb") if re.match(r"\d\d_", p.name))
 MISSING = None if shutil.which("node") else "no `node` on PATH (mystmd runs on Node.js 20+: apt-get install nodejs)"
 pytestmark = pytest.mark.skipif(MISSING is not None and os.environ.get("COURSE_BROWSER_TEST") != "1",
                                 reason=MISSING or "")
@@ -51,9 +56,7 @@ def test_build_is_clean(site):
     assert "⛔" not in site.stdout + site.stderr, "mystmd reported an error:\n" + site.stdout + site.stderr
 
 
-@pytest.mark.parametrize("source", ["README.md", "notebooks/glossary.md"]
-                         + [f"notebooks/{s}.ipynb" for s in LESSONS] + [f"exercises/{s}.ipynb" for s in LESSONS]
-                         + [f for f in OPTIONAL if (ROOT / f).exists()])
+@pytest.mark.parametrize("source", SOURCES)
 def test_every_page_is_there_with_its_title(site, source):
     markup = page(source)
     if source.endswith(".ipynb"):
@@ -65,16 +68,30 @@ def test_every_page_is_there_with_its_title(site, source):
     assert text(title) in text(markup), f"{source}: its title {title!r} is not on its page"
 
 
-@pytest.mark.parametrize("source", OPTIONAL)
-def test_pages_of_files_that_may_come_later(site, source):
-    """The interview pack and the instructor guide: a page when the file exists, and none when it does not."""
-    target = OUT / Path(source).with_suffix(".html")
-    there = (ROOT / source).exists()
-    assert target.exists() == there, f"{source} exists: {there}; its page exists: {target.exists()}"
+def test_the_pages_are_the_files(site):
+    """Every lesson 00-NN, exercise and solution is a page, and every page comes from one of the course's files."""
+    assert len(LESSONS) >= 9 and all((ROOT / d / f"{s}.ipynb").exists() for d in ("exercises", "solutions") for s in LESSONS)
+    pages = {str(p.relative_to(OUT)) for p in OUT.rglob("*.html") if p.relative_to(OUT).parts[0] != "_static"}
+    expected = {"index.html" if s == "README.md" else str(Path(s).with_suffix(".html")) for s in SOURCES}
+    assert pages == expected, f"pages without a file: {sorted(pages - expected)}; files without a page: " \
+                              f"{sorted(expected - pages)} (myst.yml's toc)"
 
 
-def test_solutions_stay_off_the_site(site):
-    assert not (OUT / "solutions").exists(), "the site would give the exercises' answers away"
+@pytest.mark.parametrize("lesson", LESSONS)
+def test_solutions_are_behind_a_notice(site, lesson):
+    """A solution's page first says what it is and sends the reader to the exercise; the answer is folded."""
+    markup = page(f"solutions/{lesson}.ipynb")
+    main = markup[markup.index("<main>"):]
+    notice = re.search(r'<aside class="admonition warning solution-notice">(.*?)</aside>', main, re.S)
+    assert notice and main.index(notice.group(0)) < main.index("<details"), f"{lesson}: no notice before the solution"
+    assert f'href="../exercises/{lesson}.html"' in notice.group(1), f"{lesson}: the notice does not link the exercise"
+    fold = main[notice.end():]
+    assert fold.startswith('<details class="solution"><summary>') and fold.rstrip().endswith(
+        "</details></main></body></html>"), f"{lesson}: the solution is not folded behind the notice"
+    code = json.loads((ROOT / "solutions" / f"{lesson}.ipynb").read_text())["cells"]
+    solved = next("".join(c["source"]) for c in code if "### BEGIN SOLUTION" in "".join(c["source"]))
+    first = next(line for line in solved.split("### BEGIN SOLUTION")[1].splitlines() if line.strip())
+    assert text(first.strip()) in text(fold), f"{lesson}: the solution's code is not on its page"
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
@@ -111,3 +128,82 @@ def test_links_between_pages_resolve(site):
     for path in OUT.rglob("*.html"):
         for href in re.findall(r'href="([^"#:]+)(?:#[^"]*)?"', path.read_text()):
             assert (path.parent / html.unescape(href)).exists(), f"{path.relative_to(OUT)} links to missing {href}"
+
+
+
+def test_no_page_links_to_a_notebooks_json():
+    """A link to a course notebook goes to its page: a notebook left out of myst.yml's toc is linked as its raw JSON
+    (_static/NAME-hash.ipynb), as lessons 07 and 08 were from the README, the glossary and the interview pack."""
+    raw = [(str(path.relative_to(OUT)), href) for path in OUT.rglob("*.html")
+           for href in re.findall(r'href="([^"#]+\.ipynb)(?:#[^"]*)?"', path.read_text())]
+    assert not raw, f"{len(raw)} links to a notebook's JSON where its page exists, e.g. {raw[:5]}"
+
+
+@pytest.mark.parametrize("source", [s for s in SOURCES if s.endswith(".ipynb")])
+def test_folded_answers_stay_folded(site, source):
+    """Each <details> of the notebook is a fold on its page that holds its answer (a `</details>` left at the end of
+    the answer's line made an empty fold and the answer showed below it)."""
+    cells = json.loads((ROOT / source).read_text())["cells"]
+    folds = sum("".join(c["source"]).count("<details>") for c in cells if c["cell_type"] == "markdown")
+    markup = page(source)
+    if source.startswith("solutions/"):
+        markup = markup.replace('<details class="solution">', "", 1)
+    assert markup.count("<details>") == folds, f"{source}: {folds} folds in the notebook, {markup.count('<details>')} on the page"
+    empty = re.findall(r"<summary>((?:(?!</summary>).)*)</summary></details>", markup)
+    assert not empty, f"{source}: folds with nothing in them, their answers shown unfolded: {empty[:3]}"
+
+
+def test_the_landing_page_shows_the_recorded_device_and_date(site):
+    """The README's "recorded on ..." is the label of the run in results/, and the page shows it whole."""
+    shown = text(page("README.md"))
+    runs = [json.loads(p.read_text()) for p in sorted((ROOT / "results").glob("*.json"))]
+    assert runs and any(f"recorded on {r['device']}, {r['date']}" in shown for r in runs), \
+        f"the landing page shows no recorded label of results/: {re.findall(r'recorded on [^.;|]{0,40}', shown)}"
+    assert not re.search(r"recorded on\W*,", shown), "a placeholder vanished from the page: 'recorded on , '"
+
+
+@pytest.mark.parametrize("source", [s for s in SOURCES if s.endswith(".ipynb")])
+def test_instruction_tables_line_up(site, source):
+    """isa.table's columns on the page: each row as long as its header, each number under its kernel's name (a
+    label longer than the label column, "  cp.async.bulk.tensor store", pushed its row right)."""
+    for block in re.findall(r'<pre class="out[^"]*">(.*?)</pre>', page(source), re.S):
+        lines = html.unescape(block).splitlines()
+        for i, header in enumerate(lines):
+            if not header.startswith("instruction "):
+                continue
+            for row in lines[i + 1:]:
+                if not re.search(r"\s\d+$", row):
+                    break
+                assert len(row) == len(header), f"{source}: a row out of line with its header:\n{header}\n{row}"
+
+
+def test_the_search_box_has_every_page(site):
+    """The site's search (website/search.js over mystmd's myst.search.json): each page has the box and the scripts,
+    and the index points at the pages of this site."""
+    index = (OUT / "_static" / "search-index.js").read_text()
+    records = json.loads(index[index.index("["):index.rindex("]") + 1])
+    pages = {r["u"].partition("#")[0] for r in records}
+    for source in SOURCES:
+        target = "index.html" if source == "README.md" else str(Path(source).with_suffix(".html"))
+        assert target in pages, f"{source}: its page is not in the search index"
+        markup = page(source)
+        assert 'id="search"' in markup and "search-index.js" in markup and "search.js" in markup, f"{source}: no search box"
+    for r in records:
+        assert (OUT / r["u"].partition("#")[0]).is_file(), f"the search index points at a missing page: {r['u']}"
+    assert (OUT / "_static" / "search.js").is_file()
+
+
+def test_the_build_fails_when_mystmd_warns_something_is_missing():
+    """mystmd only warns about a missing figure or link target and --strict fails on errors alone: build.py fails."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("site_build", ROOT / "website" / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    log = ("⚠️  notebooks/07_shapes_and_waves.ipynb:12 No target for internal reference \"#fig-waves\" was found.\n"
+           "⚠️  workshop/README.md Cross reference target was not found: fig-room\n"
+           "⚠️  exercises/00_memory_wall.ipynb Duplicate identifier in project \"99917698\"\n"
+           "  - ⚠️  Cross reference target was not found: fig-room\n📖 Built README.md in 1.2 s.\n")
+    found = build.missing(log)
+    assert len(found) == 2 and "#fig-waves" in found[0] and "fig-room" in found[1], found
+    assert build.missing("📖 Built README.md in 1.2 s.\n") == []
+

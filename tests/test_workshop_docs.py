@@ -236,3 +236,17 @@ def test_pending_names():
     missing = sorted(n for n, ok in have.items() if not ok)
     if missing:
         pytest.skip(f"named by the guide, not in the repository yet: {missing}")
+
+
+def test_the_recorded_labels_the_docs_quote_are_the_results():
+    """A "recorded on <device>, <date>" the README or the guide quotes is the label a learner sees: the device and
+    date of a run in results/ (kernels.lab.results.Store.label), not a placeholder and not an older run."""
+    import json
+    labels = {f"recorded on {d.get('device')}, {d.get('date', '?')}"
+              for d in (json.loads(p.read_text()) for p in sorted((ROOT / "results").glob("*.json")))}
+    quoted = [(path.name, m) for path in [ROOT / "README.md"] + DOCS
+              for m in re.findall(r"recorded on [^\"\n]*?, [^\"\n]*?(?=\")", _text(path))]
+    assert quoted, "the README and the guide quote no recorded label"
+    wrong = [(name, m) for name, m in quoted if m not in labels]
+    assert not wrong, f"labels quoted that no run in results/ has ({sorted(labels)}): {wrong}"
+

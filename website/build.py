@@ -3,7 +3,11 @@
 mystmd (Jupyter Book 2's engine) reads myst.yml's table of contents and the committed notebooks, executes
 nothing, and writes each page as a MyST syntax tree (_build/site). Its HTML themes are downloaded from the
 internet on first use, so this file renders those trees into plain HTML itself (_build/html): the notebooks'
-recorded outputs (text, tables, PNG figures) as they were committed, math as MathML, widgets as a note.
+recorded outputs (text, tables, PNG figures) as they were committed, math as MathML, widgets as a note. Solutions
+are folded behind a notice that sends the reader to the exercise first; a search box (website/search.js) searches
+mystmd's own index (myst.search.json) in the browser, with no server. The build fails on mystmd's errors, on its
+warnings that a figure, file or link target is missing, on node types this renderer does not know, and on
+outputs a reader of the site would miss.
 """
 import html
 import json
@@ -27,8 +31,30 @@ def myst_site():
         sys.exit("website/build.py: mystmd runs on Node.js 20 or newer, and there is no `node` on PATH: "
                  "apt-get install nodejs (Debian's; .ci/run does), or your system's package")
     shutil.rmtree(SITE, ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "mystmd_py.main", "build", "--site", "--ci", "--strict"],
-                   cwd=ROOT, check=True, env={**os.environ, "MYSTMD_ALLOW_NODEENV": "no"})  # never a download
+    run = subprocess.run([sys.executable, "-m", "mystmd_py.main", "build", "--site", "--ci", "--strict"],
+                         cwd=ROOT, capture_output=True, text=True,
+                         env={**os.environ, "MYSTMD_ALLOW_NODEENV": "no"})  # never a download
+    print(run.stdout, end="")
+    print(run.stderr, end="", file=sys.stderr)
+    if run.returncode:
+        sys.exit(f"website/build.py: mystmd failed (exit {run.returncode}): its errors are above")
+    return missing(run.stdout + run.stderr)
+
+
+# mystmd only warns about these, and --strict fails on errors alone: a figure, a file or a link target that is not
+# there ("No target for internal reference "#fig-..." was found", "Cross reference target was not found: ...")
+MISSING = re.compile(r"not found|no target|cannot find|could not find|could not load|does not exist|missing",
+                     re.IGNORECASE)
+
+
+def missing(log):
+    """mystmd's warnings (the lines it marks ⚠️) that something a page points at is not there: the build fails on
+    any."""
+    found = sorted({line.strip() for line in ANSI.sub("", log).splitlines()
+                    if line.lstrip().startswith("⚠") and MISSING.search(line)})  # not "- ⚠", the summary
+    for line in found:
+        print(f"website/build.py: mystmd warned that something is missing: {line}", file=sys.stderr)
+    return found
 
 
 class Page:
@@ -151,6 +177,44 @@ def nav(pages, targets, here):
     return "<ul>" + "".join(items) + "</ul>"
 
 
+def solution_notice(path):
+    """What a solution's page says before it shows anything: the answers are folded behind it."""
+    exercise = os.path.relpath(str(Path("exercises") / Path(path).name), os.path.dirname(path))
+    return ('<aside class="admonition warning solution-notice"><p><strong>A worked solution.</strong> '
+            f'Try <a href="{html.escape(exercise)}">the exercise</a> first (open it in JupyterLab: its check tells '
+            "you what is wrong); the solution below answers it.</p></aside>")
+
+
+def words(node):
+    """The text of a syntax tree, for the search index."""
+    if node.get("type") in ("text", "inlineCode", "code"):
+        return node.get("value", "")
+    return " ".join(filter(None, (words(c) for c in node.get("children", []))))
+
+
+def search_index(targets, contents):
+    """The site's search: mystmd's index (myst.search.json, what its book theme searches: one record per heading
+    and paragraph) with each URL pointed at this site's page, as a script (a page opened from disk may not fetch
+    JSON); website/search.js searches it in the browser, no server. A page mystmd leaves out of its index
+    (workshop/README.md, slug "readme") gets one record of its whole text."""
+    records = []
+    for r in json.loads((SITE / "myst.search.json").read_text())["records"]:
+        slug, _, anchor = r["url"].lstrip("/").partition("#")
+        page = targets.get(slug or next(s for s, t in targets.items() if t == "index.html"))
+        if page is None:
+            continue
+        title = " > ".join(v for k, v in sorted(r["hierarchy"].items()) if v)
+        records.append({"t": title, "c": r.get("content", ""), "u": page + (f"#{anchor}" if anchor else "")})
+    indexed = {r["u"].partition("#")[0] for r in records}
+    for c in contents:
+        if targets[c["slug"]] not in indexed:
+            records.append({"t": c["frontmatter"].get("title", c["slug"]), "c": words(c["mdast"]),
+                            "u": targets[c["slug"]]})
+    (OUT / STATIC / "search-index.js").write_text("window.COURSE_SEARCH = " + json.dumps(records) + ";\n")
+    shutil.copy(ROOT / "website" / "search.js", OUT / STATIC / "search.js")
+    return records
+
+
 def render_site():
     config = json.loads((SITE / "config.json").read_text())
     project = config["projects"][0]
@@ -162,6 +226,7 @@ def render_site():
     shutil.copytree(SITE / "public", OUT / STATIC)
     shutil.copy(ROOT / "website" / "style.css", OUT / STATIC / "style.css")
     home = [{"slug": project["index"], "title": "Home"}] + project["pages"]
+    search_index(targets, contents)
     unknown = set()
     for c in contents:
         path = targets[c["slug"]]
@@ -169,7 +234,10 @@ def render_site():
         title = c["frontmatter"].get("title", c["slug"])
         head = "" if c["frontmatter"].get("content_includes_title") else f"<h1>{html.escape(title)}</h1>"
         css = os.path.relpath(f"{STATIC}/style.css", os.path.dirname(path) or ".")
+        root = os.path.relpath(".", os.path.dirname(path) or ".")
         body = page.render(c["mdast"])
+        if path.startswith("solutions/"):
+            body = solution_notice(path) + f'<details class="solution"><summary>Show the worked solution</summary>{body}</details>'
         unknown |= page.unknown
         for f in page.files:
             (OUT / f).parent.mkdir(parents=True, exist_ok=True)
@@ -178,8 +246,12 @@ def render_site():
         (OUT / path).write_text(
             f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<title>{html.escape(title)}</title><link rel="stylesheet" href="{css}"></head>\n'
-            f'<body><nav><p class="project">{html.escape(project["title"])}</p>{nav(home, targets, path)}</nav>\n'
+            f'<title>{html.escape(title)}</title><link rel="stylesheet" href="{css}">'
+            f'<script defer src="{root}/{STATIC}/search-index.js"></script>'
+            f'<script defer src="{root}/{STATIC}/search.js"></script></head>\n'
+            f'<body data-root="{root}"><nav><p class="project">{html.escape(project["title"])}</p>'
+            f'<input type="search" id="search" placeholder="Search the course" aria-label="Search the course">'
+            f'<ol id="search-results"></ol>{nav(home, targets, path)}</nav>\n'
             f'<main>{head}{body}</main></body></html>\n')
     if unknown:  # a kind of node this renderer does not know yet: its text is kept, its form is not
         print(f"website/build.py: rendered only the children of unknown node types: {sorted(unknown)}",
@@ -201,5 +273,5 @@ def unseen_outputs():
 
 
 if __name__ == "__main__":
-    myst_site()
-    sys.exit(1 if render_site() or unseen_outputs() else 0)
+    lost = myst_site()
+    sys.exit(1 if render_site() or unseen_outputs() or lost else 0)

@@ -98,11 +98,18 @@ def table(compiled, families=None):
                 families.append(fam)
                 families += sorted({k for r in rows for k in r if k.startswith(fam + " ") and r[k]},
                                    key=lambda k: int("".join(ch for ch in k.split()[-1] if ch.isdigit()) or 0))
-    width = max(12, *(len(c.name) for c in compiled))
-    out = [f"{'instruction':24s}" + "".join(f"{c.name:>{width + 2}s}" for c in compiled)]
-    for f in families:
-        label = "  " + f if " " in f else f  # a width row ("ld.global 128-bit") sits under its family
-        out.append(f"{label:24s}" + "".join(f"{r[f]:>{width + 2}d}" for r in rows))
+    return layout([c.name for c in compiled], families, [[r[f] for r in rows] for f in families])
+
+
+def layout(names, families, values):
+    """The table's text: a label column wide enough for its longest label ("  cp.async.bulk.tensor store"), then
+    one right-aligned column per name. A row that splits a family ("ld.global 128-bit") is indented under it
+    when the family's own row is in the table."""
+    labels = ["  " + f if " " in f and f.rsplit(" ", 1)[0] in families else f for f in families]
+    label_width = max([24] + [len(label) + 2 for label in labels])
+    width = max([12] + [len(n) for n in names]) + 2
+    out = [f"{'instruction':{label_width}s}" + "".join(f"{n:>{width}s}" for n in names)]
+    out += [f"{label:{label_width}s}" + "".join(f"{v:>{width}d}" for v in row) for label, row in zip(labels, values)]
     return "\n".join(out)
 
 
