@@ -278,3 +278,41 @@ def test_ex08_a_dropped_dot_result_is_named():
     passed, text = _check(_dot_dropped_kernel)
     assert not passed and "not attempted" not in text, text
     assert text.count("the result of tl.dot is dropped") == 2, text
+
+
+
+@triton.jit
+def _short_k_kernel(a_desc, bt_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
+                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
+        pid_m, pid_n = grouped_tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(tl.cdiv(K, BLOCK_K) - 1):  # <- one K step short
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            bt = bt_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
+            acc = tl.dot(a, bt.T, acc)
+        scale = tl.load(scale_a_ptr) * tl.load(scale_b_ptr)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], (acc * scale).to(c_desc.dtype))
+
+
+@triton.jit
+def _scale_b_twice_kernel(a_desc, bt_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
+        pid_m, pid_n = grouped_tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            bt = bt_desc.load([pid_n * BLOCK_N, k * BLOCK_K])
+            acc = tl.dot(a, bt.T, acc)
+        scale = tl.load(scale_b_ptr) * tl.load(scale_b_ptr)  # <- scale_b twice
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], (acc * scale).to(c_desc.dtype))
+
+
+def test_ex08_a_k_loop_that_stops_early_and_a_scale_loaded_twice_are_named():
+    passed, text = _check(_short_k_kernel)
+    assert not passed and "K steps: the K loop stops early; it runs tl.cdiv(K, BLOCK_K) steps" in text, text
+    passed, text = _check(_scale_b_twice_kernel)
+    assert not passed and "scale_b loaded twice; the scale is scale_a * scale_b" in text, text

@@ -102,6 +102,13 @@ def _values(matmul, kernel=None):
                        "swapped; B^T is (N, K), so its box starts at [pid_n * BLOCK_N, k * BLOCK_K]", swapped)]
         if steps == 1:
             candidates = candidates[:4] + candidates[5:]
+        candidates += [("A @ B * scale_a^2: scale_a loaded twice; the scale is scale_a * scale_b", product * sa.item() ** 2),
+                       ("A @ B * scale_b^2: scale_b loaded twice; the scale is scale_a * scale_b", product * sb.item() ** 2)]
+        partial = torch.zeros_like(product)
+        for t in range(1, steps):  # a K loop that stops early: the sum of its first t boxes
+            partial += (a.float()[:, (t - 1) * BK:t * BK] @ bt.float()[:, (t - 1) * BK:t * BK].t()).cpu()
+            candidates.append((f"the sum of the first {t} of the {steps} K steps: the K loop stops early; it runs "
+                               "tl.cdiv(K, BLOCK_K) steps", partial * s))
         # e4m3 products are exact in fp32; what is left is the order of the sums and the fp16 rounding of C
         lab_check.compare_tiles(f"{M}x{K} @ ({N}x{K})^T e4m3", out.cpu(), ref, 1e-2, BM, BN, candidates)
     return f"within 1e-2 of the fp32 product of the same e4m3 values, scaled, on two ragged shapes ({PROGRAMS} programs)"

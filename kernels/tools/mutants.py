@@ -324,9 +324,10 @@ def _record_ptx():
     def compile_sm90(kernel, *args, **meta):
         compiled = original(kernel, *args, **meta)
         path = os.environ.get(_PTX_FILE)
-        if path:
-            ptx = "\n".join(line for line in compiled.ptx.splitlines()
-                            if not line.lstrip().startswith((".loc", ".file", "//", "$L__", ".section")))
+        if path:  # the code only: debug sections (after the first .section), line info and labels differ by source
+            code = compiled.ptx.split("\n.section", 1)[0].split("\n\t.section", 1)[0]
+            ptx = "\n".join(line for line in code.splitlines()
+                            if not line.lstrip().startswith((".loc", ".file", "//", "$L__")))
             with open(path, "a") as f:
                 f.write(f"{compiled.name} {hashlib.sha256(ptx.encode()).hexdigest()[:16]}\n")
         return compiled
@@ -482,9 +483,16 @@ def write_report(results, numbers):
         old["exercises"][number] = {
             "fingerprint": fingerprint(number), "summary": summary(mine)[number] if mine else {},
             "mutants": [{k: v for k, v in asdict(m).items() if k not in ("source", "exercise")} for m in mine]}
+    import platform
+    import torch
+    import triton
+    old["recorded"] = {"date": time.strftime("%Y-%m-%d"), "mode": "cpu (Triton's interpreter)",
+                       "stack": f"torch {torch.__version__}, triton {triton.__version__}, Python {platform.python_version()}"}
     REPORT.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
     lines = ["# Mutation testing of the exercise checks", "",
-             "Written by `python -m kernels.tools.mutants --report` (CPU mode); read by tests/test_mutants.py.", "",
+             "Written by `python -m kernels.tools.mutants --report` (`make mutants`) on " + old["recorded"]["date"] +
+             f", {old['recorded']['mode']}, {old['recorded']['stack']}; read by tests/test_mutants.py. "
+             "What each outcome means: the module's docstring.", "",
              "| exercise | mutants | " + " | ".join(OUTCOMES) + " |", "|---" * (len(OUTCOMES) + 2) + "|"]
     for number, entry in sorted(old["exercises"].items()):
         s = entry["summary"]
