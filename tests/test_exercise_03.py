@@ -380,3 +380,38 @@ def _bias_at_off_m(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, st
 def test_ex03_a_bias_loaded_at_the_row_offset_is_named():
     passed, text = _check(_bias_at_off_m)
     assert not passed and "each tile's bias is loaded at its row offset, b_desc.load([off_m])" in text, text
+
+
+# ---- the stretch: host-side descriptors ------------------------------------------------------------
+
+def _host(kernel):
+    """The stretch's launcher (the solution notebook's linear_host, without the learner-facing rule checks)."""
+    def linear_host(x, w, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None):
+        import torch
+        from triton.tools.tensor_descriptor import TensorDescriptor
+        y = torch.empty((x.shape[0], w.shape[0]), device=x.device, dtype=x.dtype) if out is None else out
+        descs = [TensorDescriptor.from_tensor(t, box) for t, box in
+                 ((x, [BLOCK_M, BLOCK_K]), (w, [BLOCK_N, BLOCK_K]), (b, [BLOCK_N]), (y, [BLOCK_M, BLOCK_N]))]
+        M, K, N = x.shape[0], x.shape[1], w.shape[0]
+        kernel[(triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N),)](
+            *descs, M, N, K, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, BLOCK_K=BLOCK_K, GROUP_M=8, num_stages=stages)
+        return y
+    return linear_host
+
+
+@triton.jit
+def _host_rows_by_block_n(x_desc, w_desc, b_desc, y_desc, M, N, K,
+                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_N  # <- the row offset counts BLOCK_N, not BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), w_desc.load([off_n, k * BLOCK_K]).T, acc)
+    acc += b_desc.load([off_n])[None, :].to(tl.float32)
+    y_desc.store([off_m, off_n], acc.to(y_desc.dtype))
+
+
+def test_ex03_stretch_a_row_offset_in_block_n_fails_on_the_tall_shape():
+    passed, text = report(ex03.stretch, _host(_host_rows_by_block_n), _host_rows_by_block_n)
+    assert "FAIL  host descriptors: values" in text, text

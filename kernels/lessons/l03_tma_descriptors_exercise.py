@@ -203,9 +203,10 @@ def stretch(linear_host, kernel):
     from triton.tools.tensor_descriptor import TensorDescriptor
     rng = random.Random()
 
-    def values():
-        _values(linear_host, [(rng.randint(65, 300), 8 * rng.randint(9, 37), rng.randint(65, 300), torch.float16)])
-        return "right on a ragged shape"
+    def values():  # a tall shape and a wide one (tile counts differ both ways), into fp16 and into fp32
+        _values(linear_host, [(rng.randint(400, 600), 8 * rng.randint(9, 16), rng.randint(65, 300), torch.float16),
+                              (rng.randint(65, 120), 8 * rng.randint(40, 70), rng.randint(65, 300), torch.float32)])
+        return "right on a tall and a wide ragged shape, into fp16 and into fp32"
 
     def code():
         x, w, y = (torch.empty(4096, 4096, device=DEVICE, dtype=torch.float16) for _ in range(3))
