@@ -41,7 +41,7 @@ def _written_places():
         cells = json.loads(nb.read_text())["cells"]
         yield nb.name, "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
     for path in [ROOT / "notebooks" / "glossary.md", ROOT / "README.md", *sorted((ROOT / "workshop").glob("*.md")),
-                 ROOT / "kernels" / "lessons" / "interview_extra.py", ROOT / "kernels" / "lessons" / "interview_pack.py"]:
+                 *sorted((ROOT / "kernels" / "pack").glob("*.py"))]:
         if path.exists():
             yield path.name, path.read_text()
 

@@ -1,20 +1,31 @@
 """The interview pack: generated from the lessons (the committed page equals a fresh generation, and
-holds every misconception and interview question they have), no answer on the page, every item with a
-topic and a level, and a self-test that shows an answer only when asked."""
+holds every misconception and interview question they have), every item's answer folded under it (short
+version, evidence, lesson link), the numbers card read from the recorded results, every item with a topic
+and a level, a self-test that shows an answer only when asked, and a room of its own with no import circle."""
+import ast
+import json
 import re
+from pathlib import Path
 
 import nbformat
 import pytest
 
-from kernels.lessons import interview_pack as pack
+from kernels.lab import results
+from kernels.pack import card, deck
+from kernels.pack import items as pack
 from kernels.tools import interview
 
+ROOT = Path(__file__).resolve().parents[1]
 LESSONS = sorted(pack.NOTEBOOKS.glob("0[0-9]_*.ipynb"))
 
 
 @pytest.fixture(scope="module")
 def items():
-    return pack.all_items()
+    return deck.all_items()
+
+
+def _cells():
+    return nbformat.read(interview.PATH, as_version=4).cells
 
 
 def test_committed_pack_is_a_fresh_generation():
@@ -35,19 +46,120 @@ def test_every_lesson_question_and_misconception_is_in_the_pack(items):
             assert i.prompt in page, f"{i.key} is not on the page"
 
 
-def test_no_answer_is_on_the_page(items):
-    page = "\n".join(c.source for c in nbformat.read(interview.PATH, as_version=4).cells)
-    assert "<details" not in page
+def _folds(markdown):
+    """{item number: its fold} of one topic cell: each item's listing and the <details> right under it."""
+    return dict(re.findall(r"^\*\*(\d+)\.\*\*.*?\n\n(<details><summary>Answer</summary>\n.*?\n</details>)", markdown,
+                           re.S | re.M))
+
+
+def test_every_item_has_its_answer_folded_under_it(items):
+    """The answer key: under each item of its topic's cell, a fold holding the short version (where the answer
+    opens with one) first, then the evidence, then the source with a link to each lesson it names, last."""
+    topic_cells = {c.source.splitlines()[0][3:]: c.source for c in _cells()
+                   if c.cell_type == "markdown" and c.source.startswith("## ") and "**1.**" in c.source}
+    for topic, group in deck.by_topic(items).items():
+        folds = _folds(topic_cells[pack.TOPICS[topic]])
+        assert len(folds) == len(group), f"{topic}: {len(group)} items, {len(folds)} folded answers"
+        for n, item in enumerate(group, 1):
+            fold = folds[str(n)]
+            short, evidence, links = item.parts()
+            assert evidence and evidence in fold, f"{item.key}: its answer is not in its fold"
+            if short:
+                assert fold.index(f"**In short:** {short}") < fold.index(evidence), item.key
+            assert fold.rstrip().endswith(f"*Source:* {links}.\n\n</details>"), f"{item.key}: the source is not last"
+            for lesson in re.findall(r"\blessons? (\d\d)\b", item.answer_md() + item.source):
+                assert pack.lesson_link(lesson) in links, f"{item.key} names lesson {lesson} without a link to it"
+    misconceptions = [i for i in items if i.kind == "misconception"]
+    assert misconceptions and all(i.parts()[0] == "False." for i in misconceptions)
+
+
+def test_the_answer_key_stays_folded(items):
+    """No answer shows unfolded: outside the <details> the page holds none of them."""
+    page = "\n".join(c.source for c in _cells())
+    unfolded = re.sub(r"<details>.*?</details>", "", page, flags=re.S)
     for i in items:
-        if isinstance(i.answer, str):
-            head = i.answer.removeprefix("False. ")[:60]
-            assert head not in page, f"the answer of {i.key} is on the page"
+        head = i.parts()[1][:60]
+        assert head not in unfolded, f"the answer of {i.key} is on the page outside its fold"
+
+
+def test_the_numbers_card_is_the_recorded_run():
+    """Each measured figure on the card is the results file's, read independently here, with its device and date;
+    a changed record changes the card (nothing on it is typed in by hand)."""
+    data = json.loads((results.RESULTS / f"{results.REFERENCE_DEVICE}.json").read_text())
+    page = next(c.source for c in _cells() if c.source.startswith("## Numbers to know"))
+    assert page == card.markdown()
+    find = lambda lesson, run, name, **cfg: next(r for r in data["records"] if (r["lesson"], r["run"], r["name"]) == (
+        lesson, run, name) and all(r["config"].get(k) == v for k, v in cfg.items()))  # noqa: E731
+    copy, gemm = find("00", "ceilings", "torch_copy"), find("00", "ceilings", "cublas_gemm")
+    hbm = find("00", "latency", "pointer_chase", level="HBM")
+    fp8 = next(r for r in data["records"] if r["name"] == "scaled_mm" and r["run"] == "best"
+               and r["shape"] == [8192, 8192, 4096])
+    expected = [f"recorded on {data['device']}, {data['date']}", f"**{copy['gbps'] / 1000:.2f} TB/s**",
+                f"**{gemm['tflops']:.0f} TFLOP/s**", f"HBM **{hbm['ms'] * 1e6 / hbm['config']['steps']:.0f} ns**",
+                f"**{fp8['tflops']:.0f} TFLOP/s** `torch._scaled_mm`", f"| SMs | **{data['sm_count']}** |",
+                f"**{find('04', 'launch', 'cublas_gemm', timer='host')['ms'] * 1e3:.1f} us** cuBLAS"]
+    for figure in expected:
+        assert figure in page, f"the card does not show the recorded {figure!r}"
+    changed = json.loads(json.dumps(data))
+    next(r for r in changed["records"] if (r["lesson"], r["run"], r["name"]) == (
+        "00", "ceilings", "torch_copy"))["gbps"] = 1234.5
+    changed["date"] = "2099-01-01"
+    other = card.markdown(results.Store("changed", changed))
+    assert "**1.23 TB/s**" in other and "2099-01-01" in other and "**1.23 TB/s**" not in page
+
+
+def test_the_cards_specifications_are_the_courses():
+    """The card's specifications are the figures the course states elsewhere: the ones the H200 reported in lesson
+    00's recorded run, the shared-memory limit of kernels/lab/smem.py, lesson 00's datasheet table."""
+    facts, device = card.device_reported()
+    assert device == "NVIDIA H200"
+    from kernels.lab import smem
+    from kernels.lessons import l00_memory_wall as l00
+    assert facts["32-bit registers per SM"] == card.REGS_PER_SM
+    assert facts["threads per SM, at most"] == card.MAX_THREADS == card.MAX_WARPS * 32
+    assert facts["shared memory per block, bytes (opt-in)"] == smem.HOPPER_LIMIT
+    assert facts["shared memory per SM, bytes"] == card.SMEM_PER_SM
+    page = card.markdown()
+    assert f"**{facts['L2 cache, bytes'] / card.MiB:.0f} MiB** ({facts['L2 cache, bytes']:,} B)" in page
+    sheet = l00.DATASHEET["H200"]
+    assert f"**{sheet['tbps']} TB/s**" in page and f"**{sheet['tflops']} TFLOP/s**" in page
+    glossary = (ROOT / "notebooks" / "glossary.md").read_text()
+    assert f"{card.REGS_PER_THREAD} 32-bit registers per thread and {card.REGS_PER_SM:,} per SM" in glossary
+
+
+def _pack_imports():
+    """{module of kernels/pack: the kernels.pack modules it imports}."""
+    found = {}
+    for path in sorted((ROOT / "kernels" / "pack").glob("*.py")):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names |= {node.module} if node.module else {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kernels.pack."):
+                names.add(node.module.split(".")[2])
+        found[path.stem] = names - {"__init__"}
+    return found
+
+
+def test_the_pack_has_no_import_circle():
+    """The pack's modules import each other downwards only (items, card, extra, deck); no circle, even a deferred
+    import inside a function (interview_pack and interview_extra once imported each other that way)."""
+    graph = _pack_imports()
+    assert set(graph) >= {"items", "card", "extra", "deck"}
+    order = []
+    while graph:
+        ground = sorted(m for m, deps in graph.items() if deps <= set(order))
+        assert ground, f"an import circle among {sorted(graph)}: {graph}"
+        order += ground
+        graph = {m: d for m, d in graph.items() if m not in ground}
+    assert order.index("items") < order.index("extra") < order.index("deck")
+    assert not (ROOT / "kernels" / "lessons" / "interview_pack.py").exists(), "the pack sits in the lessons' room"
 
 
 def test_topics_levels_and_overrides(items):
     assert {k: n for k, n in pack.override_matches(items).items() if n != 1} == {}, \
         "an override no longer matches exactly one lesson item: reworded or renumbered?"
-    for topic, group in pack.by_topic(items).items():
+    for topic, group in deck.by_topic(items).items():
         assert len(group) >= 2, f"topic {topic} has {len(group)} items"
     assert all(i.level in pack.LEVELS and i.topic in pack.TOPICS for i in items)
     assert len({i.key for i in items}) == len(items)
@@ -80,9 +192,9 @@ def _shown(out):
 
 
 def test_self_test_reveals_only_when_asked(items):
-    deck = [i for i in items if i.kind in ("question", "misconception")][:5]
-    t = pack.SelfTest(items=deck, seed=1)
-    assert [i.key for i in t.deck] != [i.key for i in deck] and sorted(t.deck, key=deck.index) == deck  # shuffled
+    cards = [i for i in items if i.kind in ("question", "misconception")][:5]
+    t = deck.SelfTest(items=cards, seed=1)
+    assert [i.key for i in t.deck] != [i.key for i in cards] and sorted(t.deck, key=cards.index) == cards  # shuffled
     first = t.current
     assert first.prompt in _shown(t.question) and _shown(t.answer) == ""
     t.score(1.0)  # no score before the answer is shown

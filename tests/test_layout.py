@@ -10,7 +10,7 @@ from kernels.lessons import LESSONS
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "kernels"
-ROOMS = ["tools", "lessons", "ops", "lab"]  # each may import only from itself and the rooms after it
+ROOMS = ["tools", "pack", "lessons", "ops", "lab"]  # each may import only from itself and the rooms after it
 NOT_LESSONS = {"interview_pack"}  # notebooks/ pages generated from the lessons, not lessons themselves
 
 

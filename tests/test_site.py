@@ -1,7 +1,8 @@
 """`make site`: the course as a static website (website/build.py, mystmd under myst.yml), built offline from
 the committed notebooks. Every lesson, exercise, solution (behind a notice) and course document is a page, the
 list taken from the files, not from myst.yml; the lessons' PNG figures are on their pages, the H200 outputs are
-there as recorded, answers stay folded, links go to pages (never a notebook's JSON), and the search box finds them.
+there as recorded, answers stay folded, links go to pages (never a notebook's JSON), and the search box finds them;
+the interview pack also comes as one printable file with every answer open.
 
 Needs Node.js (mystmd runs on it): skipped, saying why, without `node`, except under COURSE_BROWSER_TEST=1
 (.ci/run, which installs Debian's nodejs), where a missing node fails."""
@@ -25,6 +26,7 @@ SOURCES = ["README.md"] + sorted(str(p.relative_to(ROOT)) for d, pattern in
                                  [("notebooks", "*.ipynb"), ("notebooks", "*.md"), ("exercises", "*.ipynb"),
                                   ("solutions", "*.ipynb"), ("workshop", "*.md")] for p in (ROOT / d).glob(pattern))
 LESSONS = sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb") if re.match(r"\d\d_", p.name))
+PRINT = "notebooks/interview_pack_print.html"  # one file, every answer open: the pack to print or take along
 MISSING = None if shutil.which("node") else "no `node` on PATH (mystmd runs on Node.js 20+: apt-get install nodejs)"
 pytestmark = pytest.mark.skipif(MISSING is not None and os.environ.get("COURSE_BROWSER_TEST") != "1",
                                 reason=MISSING or "")
@@ -72,6 +74,7 @@ def test_the_pages_are_the_files(site):
     """Every lesson 00-NN, exercise and solution is a page, and every page comes from one of the course's files."""
     assert len(LESSONS) >= 9 and all((ROOT / d / f"{s}.ipynb").exists() for d in ("exercises", "solutions") for s in LESSONS)
     pages = {str(p.relative_to(OUT)) for p in OUT.rglob("*.html") if p.relative_to(OUT).parts[0] != "_static"}
+    pages.discard(PRINT)  # the interview pack's printable copy: test_the_pack_prints_with_every_answer_open
     expected = {"index.html" if s == "README.md" else str(Path(s).with_suffix(".html")) for s in SOURCES}
     assert pages == expected, f"pages without a file: {sorted(pages - expected)}; files without a page: " \
                               f"{sorted(expected - pages)} (myst.yml's toc)"
@@ -151,6 +154,30 @@ def test_folded_answers_stay_folded(site, source):
     assert markup.count("<details>") == folds, f"{source}: {folds} folds in the notebook, {markup.count('<details>')} on the page"
     empty = re.findall(r"<summary>((?:(?!</summary>).)*)</summary></details>", markup)
     assert not empty, f"{source}: folds with nothing in them, their answers shown unfolded: {empty[:3]}"
+
+
+def test_the_pack_prints_with_every_answer_open(site):
+    """The interview pack's printable copy: one self-contained file (its stylesheet inside, no script), every answer
+    of the notebook there and open, the numbers card with its recorded device and date; the pack's page links it."""
+    cells = json.loads((ROOT / "notebooks" / "interview_pack.ipynb").read_text())["cells"]
+    folds = sum("".join(c["source"]).count("<details>") for c in cells if c["cell_type"] == "markdown")
+    markup = (OUT / PRINT).read_text()
+    assert folds >= 100 and markup.count("<details open>") == folds, \
+        f"{folds} answers in the pack, {markup.count('<details open>')} open on the printable page"
+    assert "<details>" not in markup, "a closed fold on the printable page prints as its summary alone"
+    assert "<style>" in markup and not re.search(r"<script|<link|<img", markup), "the printable page is not one file"
+    assert "@media print" in markup
+    shown = text(markup)
+    run = json.loads((ROOT / "results" / "nvidia-h200.json").read_text())
+    assert "Numbers to know" in shown and f"recorded on {run['device']}, {run['date']}" in shown
+    for c in cells:
+        source = "".join(c["source"])
+        if c["cell_type"] == "markdown" and "<details>" in source:  # every answer's text, e.g. its source line
+            for line in re.findall(r"^\*Source:\* (.+)$", source, re.M):
+                words = re.sub(r"[*`]", "", re.sub(r"\[([^]]+)\]\([^)]+\)", r"\1", line))  # the markdown drawn
+                assert text(words) in shown, f"an answer is not on the printable page: its source {line!r}"
+    assert "Pick a topic and a level" not in shown and "SelfTest(" not in shown, "the self-test's cells are on paper"
+    assert 'href="interview_pack_print.html"' in page("notebooks/interview_pack.ipynb")
 
 
 def test_the_landing_page_shows_the_recorded_device_and_date(site):

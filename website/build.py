@@ -5,9 +5,10 @@ nothing, and writes each page as a MyST syntax tree (_build/site). Its HTML them
 internet on first use, so this file renders those trees into plain HTML itself (_build/html): the notebooks'
 recorded outputs (text, tables, PNG figures) as they were committed, math as MathML, widgets as a note. Solutions
 are folded behind a notice that sends the reader to the exercise first; a search box (website/search.js) searches
-mystmd's own index (myst.search.json) in the browser, with no server. The build fails on mystmd's errors, on its
-warnings that a figure, file or link target is missing, on node types this renderer does not know, and on
-outputs a reader of the site would miss.
+mystmd's own index (myst.search.json) in the browser, with no server. The interview pack also comes as one
+printable file (PRINT): the same page with every answer unfolded, no code cells, no scripts, its stylesheet inside
+it. The build fails on mystmd's errors, on its warnings that a figure, file or link target is missing, on node types
+this renderer does not know, and on outputs a reader of the site would miss.
 """
 import html
 import json
@@ -22,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "_build" / "site"
 OUT = ROOT / "_build" / "html"
 STATIC = "_static"
+PACK = "notebooks/interview_pack.html"
+PRINT = "notebooks/interview_pack_print.html"  # the pack to print or take along: one file, every answer open
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -165,6 +168,38 @@ class Page:
         return ""
 
 
+class PrintPage(Page):
+    """The interview pack for paper: every fold open (a closed <details> prints as its summary alone), code cells
+    and their outputs (the self-test widgets) and the self-test's introduction left out."""
+
+    def render(self, n):
+        if n["type"] == "block" and (n.get("kind") == "notebook-code" or any(
+                k.get("type") == "heading" and words(k) == "Self-test" for k in n.get("children", []))):
+            return ""  # the self-test's cells and the words that introduce them: nothing to do on paper
+        if n["type"] == "details":
+            return f"<details open>{self.children(n)}</details>"
+        return super().render(n)
+
+
+def print_page(content, targets):
+    """PRINT, one self-contained HTML file: the pack's page rendered by PrintPage, website/print.css inside it."""
+    page = PrintPage(PRINT, targets)
+    body = page.render(content["mdast"])
+    css = (ROOT / "website" / "print.css").read_text()
+    title = content["frontmatter"].get("title", content["slug"])
+    (OUT / PRINT).write_text(
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} (printable)</title>'
+        f"<style>{css}</style></head>\n<body><main>{body}</main></body></html>\n")
+    return page.unknown
+
+
+def print_notice():
+    """What the pack's page says first: where its printable copy is."""
+    href = os.path.relpath(PRINT, os.path.dirname(PACK))
+    return (f'<aside class="admonition print-notice"><p>To print it or take it along: <a href="{html.escape(href)}">'
+            "the pack as one HTML file</a>, with every answer open and the numbers card.</p></aside>")
+
+
 def nav(pages, targets, here):
     items = []
     for p in pages:
@@ -238,6 +273,9 @@ def render_site():
         body = page.render(c["mdast"])
         if path.startswith("solutions/"):
             body = solution_notice(path) + f'<details class="solution"><summary>Show the worked solution</summary>{body}</details>'
+        if path == PACK:
+            body = print_notice() + body
+            unknown |= print_page(c, targets)
         unknown |= page.unknown
         for f in page.files:
             (OUT / f).parent.mkdir(parents=True, exist_ok=True)

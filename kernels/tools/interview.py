@@ -1,8 +1,10 @@
 """Generate notebooks/interview_pack.ipynb from the lessons: every misconception and interview question
 they hold (read from their markdown now, so the lessons stay the single source), with the pack's own
-questions, whiteboard problems and "explain this PTX/SASS" prompts (``kernels.lessons.interview_pack``),
-grouped by topic, each with its level. The page shows questions only: answers come from the self-test
-cells, one at a time, when asked.
+questions, whiteboard problems and "explain this PTX/SASS" prompts (``kernels/pack/``), grouped by topic,
+each with its level and its answer folded under it (the answer key: the short version, the evidence, the
+lesson last), and the numbers card (``kernels.pack.card``) from the recorded H200 results. In JupyterLab the
+self-test cells deal the same items one at a time and show an answer only when asked; the website shows the
+folds, and website/build.py writes a printable copy of this page with every fold open.
 
     python -m kernels.tools.interview            # rewrite notebooks/interview_pack.ipynb
     python -m kernels.tools.interview --check    # exit 1 if the committed pack is stale
@@ -12,16 +14,17 @@ from collections import Counter
 
 import nbformat
 
-from ..lessons import interview_pack as pack
+from ..pack import card, deck
+from ..pack.items import LESSON_TOPIC, LEVELS, NOTEBOOKS, TOPICS
 
-PATH = pack.NOTEBOOKS / "interview_pack.ipynb"
+PATH = NOTEBOOKS / "interview_pack.ipynb"
 
 
 def _intro(items):
     levels = Counter(i.level for i in items)
     kinds = Counter(i.kind for i in items)
-    rows = "\n".join(f"| {title} | {sum(i.topic == t for i in items)} |" for t, title in pack.TOPICS.items())
-    lessons = sorted(pack.LESSON_TOPIC)
+    rows = "\n".join(f"| {title} | {sum(i.topic == t for i in items)} |" for t, title in TOPICS.items())
+    lessons = sorted(LESSON_TOPIC)
     return f"""# Interview pack: how data reaches Hopper's tensor cores
 
 Every common misconception and interview question of the {len(lessons)} lessons ({lessons[0]}-{lessons[-1]}),
@@ -30,18 +33,21 @@ whiteboard problems, and "explain this PTX/SASS" prompts cut from the course's o
 {kinds['question']} questions, {kinds['misconception']} misconceptions ("true or false, and why"),
 {kinds['whiteboard']} whiteboard problems, {kinds['explain']} PTX/SASS listings.
 
-**How to use it.** Run the first code cell, then the self-test: it deals the items shuffled, one at a time;
-think your answer through (say it aloud, or write it down), press *Reveal the answer*, then score yourself.
-The answers are not on this page: each is rendered only when you ask for it. Under each topic below, a cell
-runs the same self-test over that topic alone, in order. Each answer says where it comes from; section
-numbers in a lesson's answer are that lesson's. Every figure in a worked answer is computed by the
-course's code when you reveal it (compiled kernels, the shared-memory model, the TMA rules, lesson 04's
-timeline, the recorded H200 results); every other claim names its source.
+**How to use it.** In JupyterLab, run the first code cell, then the self-test: it deals the items shuffled,
+one at a time; think your answer through (say it aloud, or write it down), press *Reveal the answer*, then
+score yourself. Under each topic below, a cell runs the same self-test over that topic alone, in order.
+On the page itself (the website, GitHub, a printout), each item's answer is folded under it: open *Answer*
+only after you have answered. An answer gives the short version first where there is one, then the
+evidence, then where it comes from, with a link to the lesson; section numbers in a lesson's answer are
+that lesson's. Every figure in a worked answer is computed by the course's code when this page is generated
+(compiled kernels, the shared-memory model, the TMA rules, lesson 04's timeline, the recorded H200 results);
+every other claim names its source. The *numbers to know* card below is the one table to learn by heart.
+On the website, this page also comes as one printable HTML file with every answer open.
 
 **Levels.** *warm-up*: a fact to recall; *core*: a why or a how; *hard*: a scenario to diagnose, a
 measurement or a design to choose. A lesson's question gets its level from its wording (a scenario or
 "how would you" is hard, a "why" or "how does" is core, the rest warm-up; every misconception is a
-warm-up), a few by hand (`DIFFICULTY_OVERRIDES` in `kernels/lessons/interview_pack.py`).
+warm-up), a few by hand (`DIFFICULTY_OVERRIDES` in `kernels/pack/items.py`).
 Warm-up {levels[1]}, core {levels[2]}, hard {levels[3]}.
 
 | topic | items |
@@ -53,25 +59,25 @@ This page is generated from the lessons by `python -m kernels.tools.interview`; 
 
 
 def _listing(item, n):
-    tag = f"*{pack.LEVELS[item.level]}*"
+    tag = f"*{LEVELS[item.level]}*"
     prompt = item.prompt_md().strip()
     where = f" ({item.source})" if item.source.startswith("[") else ""
     kind = f", {item.kind}" if item.kind in ("whiteboard", "explain") else ""
-    return f"**{n}.** {tag}{kind}{where}: {prompt}"
+    return f"**{n}.** {tag}{kind}{where}: {prompt}\n\n{item.answer_key_md()}"
 
 
 def notebook():
-    items = pack.all_items()
+    items = deck.all_items()
     cells = [nbformat.v4.new_markdown_cell(_intro(items)),
-             nbformat.v4.new_code_cell("import kernels\nfrom kernels.lessons import interview_pack as pack\n\n"
-                                       "kernels.banner()"),
+             nbformat.v4.new_code_cell("import kernels\nfrom kernels.pack.deck import SelfTest\n\nkernels.banner()"),
+             nbformat.v4.new_markdown_cell(card.markdown()),
              nbformat.v4.new_markdown_cell("## Self-test\n\nPick a topic and a level, or take them all; "
                                            "*Start* deals a fresh shuffle."),
-             nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\npack.SelfTest()")]
-    for topic, group in pack.by_topic(items).items():
-        lines = [f"## {pack.TOPICS[topic]}"] + [_listing(i, n) for n, i in enumerate(group, 1)]
+             nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\nSelfTest()")]
+    for topic, group in deck.by_topic(items).items():
+        lines = [f"## {TOPICS[topic]}"] + [_listing(i, n) for n, i in enumerate(group, 1)]
         cells.append(nbformat.v4.new_markdown_cell("\n\n".join(lines)))
-        cells.append(nbformat.v4.new_code_cell(f'# NBVAL_IGNORE_OUTPUT\npack.SelfTest(topic="{topic}", shuffle=False)'))
+        cells.append(nbformat.v4.new_code_cell(f'# NBVAL_IGNORE_OUTPUT\nSelfTest(topic="{topic}", shuffle=False)'))
     for k, cell in enumerate(cells):  # stable ids: a fresh generation is byte for byte the committed one
         cell.id = f"pack-{k:02d}"
     nb = nbformat.v4.new_notebook(cells=cells)

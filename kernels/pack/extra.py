@@ -1,8 +1,9 @@
 """The interview pack's own items: the topics the lessons touch only in passing (occupancy and register
 pressure, bank conflicts, waves and split-K / stream-K, FP8, profiling), whiteboard problems and "explain
 this PTX/SASS" prompts. Every figure in a worked answer is computed here by the course's own code when
-the answer is first shown: the compiled kernels (``aot``), ``smem``, ``tma_rules``, lesson 04's timeline,
-lesson 05's bank groups, the recorded results; every other claim names its source."""
+the answer is first needed (the generator's answer key, or Reveal in the self-test): the compiled kernels
+(``aot``), ``smem``, ``tma_rules``, lesson 04's timeline, lesson 05's bank groups, the recorded results; every
+other claim names its source."""
 import functools
 import math
 import re
@@ -12,14 +13,14 @@ import torch
 from ..lab import aot, isa, results, smem, swizzle, tma_rules
 from ..lab.errors import TMAError
 from ..lab.mode import DEVICE
+from ..lessons import findings
+from ..lessons import l04_pipelining as l04
+from ..lessons import l05_tilelang as l05
 from ..ops import copy, gemm, latency
-from . import findings
-from . import l04_pipelining as l04
-from . import l05_tilelang as l05
-from .interview_pack import SMS, Item, gemm_tiles, waves
+from .card import MAX_WARPS, REG_UNIT, REGS_PER_SM
+from .items import SMS, Item, gemm_tiles, waves
 
 KiB = 1024
-REGS_PER_SM, MAX_WARPS, REG_UNIT = 65536, 64, 256  # CUDA C++ Programming Guide, compute capability 9.0
 
 
 # ---- compiled kernels, once per session ---------------------------------------------------------

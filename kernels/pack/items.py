@@ -1,7 +1,7 @@
-"""The interview pack (``notebooks/interview_pack.ipynb``): every misconception and interview question of
-the nine lessons (00-08), read from the lesson notebooks themselves (they stay the single source), plus questions on
-topics the lessons touch only in passing, whiteboard problems and "explain this PTX/SASS" prompts whose
-worked answers the course's own code computes; and the self-test that asks them one at a time.
+"""The interview pack's ground floor: what an item is (``Item``: a prompt, its answer in three parts, where
+it comes from), the topics and levels, and every misconception and interview question of the nine lessons
+(00-08), read from the lesson notebooks themselves (they stay the single source). Nothing here imports the
+rest of the pack: ``extra`` adds the pack's own items, ``card`` the numbers card, ``deck`` deals them all.
 
 Topic: a lesson's items take its topic (``LESSON_TOPIC``), except the few in ``TOPIC_OVERRIDES``.
 Difficulty (1 warm-up, 2 core, 3 hard), by rule from the question's wording (``difficulty``): a scenario
@@ -9,9 +9,9 @@ to diagnose or a design choice is hard, a "why" or "how" is core, a fact to reca
 misconception is a warm-up. ``DIFFICULTY_OVERRIDES`` holds the exceptions. Both tables are keyed by the
 lesson and a few words of the question, and a test fails when a key stops matching exactly one item.
 
-Answers are never in the notebook's markdown: the self-test shows one only when asked (``SelfTest``)."""
+An answer is shown in three parts (``Item.parts``): the short version where it opens with one (a
+misconception's "False.", a "No."), the evidence, and the lessons it comes from, as links."""
 import math
-import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,6 +101,36 @@ class Item:
     def answer_md(self):
         return self._text("answer")
 
+    def parts(self):
+        """(short, evidence, links): the short version where the answer opens with one (a verdict such as
+        "False." or "No."; else ""), the rest of the answer, and its source with every lesson it names linked."""
+        answer = self.answer_md()
+        m = _VERDICT.match(answer)
+        short, evidence = (m.group(1), answer[m.end():].strip()) if m else ("", answer)
+        return short, evidence, self.links()
+
+    def links(self):
+        """Where the answer comes from, then a link to each lesson its answer names that the source does not."""
+        named = sorted(set(re.findall(r"\blessons? (\d\d)\b", self.answer_md()))
+                       - set(re.findall(r"\[lesson (\d\d)\]", self.source)))
+        more = [lesson_link(n) for n in named if lesson_link(n)]
+        return self.source + (f"; see {', '.join(more)}" if more else "")
+
+    def answer_key_md(self):
+        """The answer as a fold: the short version first, the evidence, then the links, last."""
+        short, evidence, links = self.parts()
+        head = f"**In short:** {short}\n\n" if short else ""
+        return (f"<details><summary>Answer</summary>\n\n{head}{evidence}\n\n*Source:* {links}.\n\n</details>")
+
+
+_VERDICT = re.compile(r"^(False\.|True\.|No\.|Yes\.)\s+")
+
+
+def lesson_link(n, notebooks=None):
+    """``[lesson 03](03_tma_descriptors.ipynb)``, a link from the pack's page to a lesson's ("" if none)."""
+    path = next(iter(sorted((notebooks or NOTEBOOKS).glob(f"{n}_*.ipynb"))), None)
+    return f"[lesson {n}]({path.name})" if path else ""
+
 
 # ---- the lessons' own items --------------------------------------------------------------------
 
@@ -145,7 +175,7 @@ def lesson_items(notebooks=NOTEBOOKS):
     items = []
     for path in sorted(notebooks.glob("0[0-9]_*.ipynb")):
         n = path.name[:2]
-        link = f"[lesson {n}]({path.name})"
+        link = lesson_link(n, notebooks)
         parts = _sections(path)
         for k, bullet in enumerate(_bullets(parts.get("Common misconceptions", "")), 1):
             m = _CLAIM.match(bullet)
@@ -173,116 +203,6 @@ def override_matches(items=None):
         for lesson, words in table:
             out[(name, (lesson, words))] = sum(i.key.startswith(lesson + "-") and words in i.prompt for i in items)
     return out
-
-
-def all_items(notebooks=NOTEBOOKS):
-    """The lessons' items, then the added topics', whiteboard problems and PTX/SASS prompts."""
-    from .interview_extra import extra_items
-    return lesson_items(notebooks) + extra_items()
-
-
-def by_topic(items):
-    return {t: [i for i in items if i.topic == t] for t in TOPICS}
-
-
-# ---- the self-test -------------------------------------------------------------------------------
-
-class SelfTest:
-    """Question, think, reveal, self-score, next: a shuffled deck of the pack's items, filtered by topic
-    and level. The answer is rendered only when Reveal is pressed, so it is nowhere in the page before."""
-
-    def __init__(self, topic="all", level="all", shuffle=True, seed=None, items=None):
-        import ipywidgets as w
-        self._items = items if items is not None else all_items()
-        self.topic = w.Dropdown(options=[("all topics", "all")] + [(v, k) for k, v in TOPICS.items()],
-                                value=topic, description="topic")
-        self.level = w.Dropdown(options=[("all levels", "all")] + [(v, k) for k, v in LEVELS.items()],
-                                value=level, description="level")
-        self.shuffle = w.Checkbox(value=shuffle, description="shuffle")
-        self.start_button = w.Button(description="Start", button_style="primary")
-        self.header = w.HTML()
-        self.question = w.Output()
-        self.answer = w.Output()
-        self.reveal_button = w.Button(description="Reveal the answer")
-        self.score_buttons = [w.Button(description=d, disabled=True) for d in ("knew it", "partly", "missed it")]
-        self.tally = w.HTML()
-        self.rng = random.Random(seed)
-        self.start_button.on_click(lambda _: self.start())
-        self.reveal_button.on_click(lambda _: self.reveal())
-        for score, b in zip((1.0, 0.5, 0.0), self.score_buttons):
-            b.on_click(lambda _, s=score: self.score(s))
-        self.widget = w.VBox([w.HBox([self.topic, self.level, self.shuffle, self.start_button]), self.header,
-                              self.question, w.HBox([self.reveal_button, *self.score_buttons]), self.answer,
-                              self.tally])
-        self.start()
-
-    def _ipython_display_(self):
-        from IPython.display import display
-        display(self.widget)
-
-    @staticmethod
-    def _show(out, markdown):
-        from IPython.display import Markdown
-        out.outputs = ()
-        if markdown:
-            out.append_display_data(Markdown(markdown))
-
-    def start(self):
-        self.deck = [i for i in self._items if self.topic.value in ("all", i.topic)
-                     and self.level.value in ("all", i.level)]
-        if self.shuffle.value:
-            self.rng.shuffle(self.deck)
-        self.pos, self.scores = 0, []
-        self._card()
-
-    @property
-    def current(self):
-        return self.deck[self.pos] if self.pos < len(self.deck) else None
-
-    def _card(self):
-        self._show(self.answer, "")
-        item = self.current
-        self.reveal_button.disabled = item is None
-        for b in self.score_buttons:
-            b.disabled = True
-        if item is None:
-            self.header.value = f"<b>Done: {len(self.scores)} answered.</b>"
-            self._show(self.question, "")
-        else:
-            self.header.value = (f"<b>{self.pos + 1} / {len(self.deck)}</b> &middot; {TOPICS[item.topic]} "
-                                 f"&middot; {LEVELS[item.level]} &middot; {item.kind}")
-            self._show(self.question, item.prompt_md() + "\n\n*Think it through (aloud, or on paper), "
-                       "then reveal.*")
-        self._tally()
-
-    def reveal(self):
-        item = self.current
-        if item is None:
-            return
-        self._show(self.answer, f"**Answer** (from {item.source})\n\n{item.answer_md()}")
-        self.reveal_button.disabled = True
-        for b in self.score_buttons:
-            b.disabled = False
-
-    def score(self, value):
-        if self.current is None or self.reveal_button.disabled is False:
-            return  # score only what was revealed
-        self.scores.append((self.current, value))
-        self.pos += 1
-        self._card()
-
-    def _tally(self):
-        if not self.scores:
-            self.tally.value = ""
-            return
-        per = {}
-        for item, s in self.scores:
-            got, n = per.get(item.topic, (0.0, 0))
-            per[item.topic] = (got + s, n + 1)
-        rows = "".join(f"<tr><td>{TOPICS[t]}</td><td>{got:g} / {n}</td></tr>" for t, (got, n) in per.items())
-        total = sum(s for _, s in self.scores)
-        self.tally.value = (f"<table><tr><th>topic</th><th>score</th></tr>{rows}"
-                            f"<tr><td><b>all</b></td><td><b>{total:g} / {len(self.scores)}</b></td></tr></table>")
 
 
 def waves(tiles, sms=SMS):
