@@ -11,7 +11,8 @@ from ..lab import aot, check as lab_check, isa
 from ..lab.mode import DEVICE
 from ..ops import gemm
 
-TILE = (32, 32, 32)  # the values check's tile: ragged shapes get edge tiles on every side and a K tail
+TILE = (32, 64, 16)  # the values check's tile: ragged shapes get edge tiles on every side and a K tail; three
+# different sizes, so a BLOCK_M, BLOCK_N or BLOCK_K where another belongs does not go unseen
 
 
 def launch_args(x, w, y, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps=None, GROUP_M=8):

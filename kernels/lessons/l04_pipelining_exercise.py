@@ -11,7 +11,8 @@ from ..lab import aot, check as lab_check, smem
 from ..lab.mode import DEVICE, INTERPRET
 from ..ops import gemm
 
-TILE = (64, 64, 32)  # BLOCK_M, BLOCK_N, BLOCK_K of the values check (small: it runs in the interpreter)
+TILE = (64, 32, 16)  # BLOCK_M, BLOCK_N, BLOCK_K of the values check (small: it runs in the interpreter; three
+# different sizes, so a BLOCK_M, BLOCK_N or BLOCK_K where another belongs does not go unseen)
 PROGRAMS = 3  # fewer than the tiles of every shape checked: only a persistent walk covers them all
 CODE_TILE, CODE_STAGES = (128, 128, 64), 3  # what the compiled code is read at
 
