@@ -251,3 +251,30 @@ def test_ex02_a_row_stride_of_another_tensor_is_named_before_any_nan():
     passed, text = _check(_y_stride_for_x)
     assert not passed
     assert "with x, W and y given one common row stride the result is right: a row stride is used for the wrong tensor" in text, text
+
+
+@triton.jit
+def _k_loop_bound_by_m(x_ptr, w_ptr, y_ptr, M, N, K, stride_xm, stride_xk, stride_wn, stride_wk, stride_ym, stride_yn,
+                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    pid_m, pid_n = tl.program_id(0) // tiles_n, tl.program_id(0) % tiles_n
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_ptrs = x_ptr + rm[:, None] * stride_xm + rk[None, :] * stride_xk
+    w_ptrs = w_ptr + rn[:, None] * stride_wn + rk[None, :] * stride_wk
+    for k in range(0, tl.cdiv(M, BLOCK_K)):  # <- the K loop's bound counts M
+        k_left = K - k * BLOCK_K
+        x = tl.load(x_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < k_left), other=0.0)
+        w = tl.load(w_ptrs, mask=(rn[:, None] < N) & (rk[None, :] < k_left), other=0.0)
+        acc = tl.dot(x, w.T, acc)
+        x_ptrs += BLOCK_K * stride_xk
+        w_ptrs += BLOCK_K * stride_wk
+    tl.store(y_ptr + rm[:, None] * stride_ym + rn[None, :] * stride_yn, acc.to(y_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+def test_ex02_a_k_loop_bound_by_m_fails_on_the_deep_shape():  # with M, N and K alike it passed now and then
+    passed, text = _check(_k_loop_bound_by_m)
+    assert not passed and "FAIL  linear: values" in text, text

@@ -187,14 +187,20 @@ def pipelined(compiled, stages=3):
             f"{counts['cp.async.wait_group']} cp.async.wait_group at {stages} stages")
 
 
+def lopsided(rng):
+    """Three ragged (M, N, K), each with a different one of M, N and K the largest by far: a bound, a loop or a
+    tile count written with the wrong one of the three is wrong on at least one of them."""
+    small, large = (lambda: rng.randint(40, 90)), (lambda: rng.randint(200, 320))
+    return [(large(), small(), small()), (small(), large(), small()), (small(), small(), large())]
+
+
 def check(linear, kernel):
     """``linear(x, w, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None)`` launches ``kernel`` (arguments as in
     ``launch_args``) into ``out``."""
     rng = random.Random()
 
     def values():
-        shapes = [(rng.randint(65, 200), rng.randint(65, 200), rng.randint(65, 200), dtype)
-                  for dtype in (torch.float16, torch.float16, torch.float32)]
+        shapes = [(*mnk, dtype) for mnk, dtype in zip(lopsided(rng), (torch.float16, torch.float16, torch.float32))]
         values_check(linear, shapes, TILE, 2)
         return ("within 1e-2 of torch on two ragged shapes into fp16, within 1e-5 on one into fp32 "
                 "(x, W and y with different row strides)")
@@ -211,7 +217,7 @@ def stretch(linear_relu, kernel):
     rng = random.Random()
 
     def values():
-        shapes = [(rng.randint(65, 300), rng.randint(65, 300), rng.randint(65, 300), torch.float32)]
+        shapes = [(*mnk, torch.float32) for mnk in lopsided(rng)]
         for M, N, K, dtype in shapes:
             x = lab_check.operand(M, K, dtype=torch.float16, extra=8)
             w = lab_check.operand(N, K, dtype=torch.float16, extra=24)
@@ -225,7 +231,7 @@ def stretch(linear_relu, kernel):
                 extra = (" - no element is zero: the ReLU is missing" if not (y == 0).any() else
                          " - compare with the bias left out: is it added along the columns (one value per n)?")
                 raise AssertionError(f"{e}{extra}") from None
-        return "relu(x @ W^T + b) right on a ragged shape"
+        return "relu(x @ W^T + b) right on three ragged shapes, each with M, N or K the largest"
 
     def code():
         x, w, b, y = (torch.empty(4096, 4096, device=DEVICE, dtype=torch.float16) for _ in range(4))

@@ -17,11 +17,15 @@ PROGRAMS = 3  # fewer than the tiles of every shape checked: only a persistent w
 CODE_TILE, CODE_STAGES = (128, 128, 64), 3  # what the compiled code is read at
 
 
-def _shape():
+def _shape(largest=None):
     """A ragged M x N x K whose tiles outnumber the programs and are not a multiple of them (a walk that
-    splits the tiles evenly and drops the rest is caught); N and K multiples of 8 (16-byte rows for TMA)."""
+    splits the tiles evenly and drops the rest is caught); N and K multiples of 8 (16-byte rows for TMA).
+    ``largest`` (0, 1 or 2): M, N or K the largest by far, so a count written with the wrong one is wrong."""
     while True:
-        M, N, K = random.randint(130, 300), 8 * random.randint(17, 40), 8 * random.randint(9, 40)
+        sizes = [random.randint(130, 200), 8 * random.randint(17, 25), 8 * random.randint(9, 25)]
+        if largest is not None:
+            sizes[largest] = 8 * random.randint(50, 70)
+        M, N, K = sizes
         if (-(-M // TILE[0]) * -(-N // TILE[1])) % PROGRAMS:
             return M, N, K
 
@@ -109,7 +113,7 @@ def _element_by_element(out, ref, product):
 
 def _values(matmul, kernel=None):
     BM, BN, BK = TILE
-    for M, N, K in [_shape() for _ in range(3)]:
+    for M, N, K in [_shape(largest) for largest in range(3)]:  # M, then N, then K the largest
         a, b, bias = lab_check.operand(M, K), lab_check.operand(K, N), lab_check.operand(N)
         out = lab_check.poisoned(M, N)
         try:
