@@ -1,6 +1,10 @@
 """The mutation tester of the exercise checks (kernels/tools/mutants.py): the mutants it makes are the mistakes
 learners write, and its runner tells a killed mutant from the solution."""
 import ast
+import json
+import random
+
+import pytest
 
 from kernels.tools import mutants
 
@@ -62,3 +66,45 @@ def test_the_runner_kills_a_wrong_answer_and_passes_the_solution(tmp_path):
     runner.baseline(wrong.cell, str(tmp_path / "ptx"))
     runner.run(wrong, str(tmp_path / "ptx"))
     assert wrong.outcome in ("named", "symptom") and wrong.message.startswith("FAIL  waves"), wrong
+
+
+def _report():
+    return json.loads(mutants.REPORT.read_text())["exercises"] if mutants.REPORT.exists() else {}
+
+
+NUMBERS = sorted(p.name[:2] for p in mutants.ROOT.glob("solutions/[0-9][0-9]_*.ipynb"))
+
+
+def test_the_report_covers_every_exercise():
+    missing = [n for n in NUMBERS if n not in _report()]
+    assert not missing, f"reports/mutants.json lacks exercises {', '.join(missing)}: run `make mutants`"
+
+
+@pytest.mark.parametrize("number", sorted(_report()))
+def test_the_report_is_current(number):
+    entry = _report()[number]
+    assert entry["fingerprint"] == mutants.fingerprint(number), (
+        f"exercise {number}'s solution, its check or the mutation tester changed since reports/mutants.json was "
+        "written: run `make mutants` (or `python -m kernels.tools.mutants NN --report`) and commit the report")
+    assert entry["summary"]["mutants"] == len(mutants.mutants(number))
+
+
+KILLED = {"named", "symptom", "not attempted"}
+
+
+@pytest.mark.parametrize("number", sorted(_report()))
+def test_a_sample_of_the_report_holds(number, tmp_path):
+    """Two mutants the report records as killed, drawn afresh and run again, must still fail: a check that came to
+    pass a wrong answer while the report was not re-run is caught here (one that fails a mutant only on some
+    random shapes shows up too: a weak check)."""
+    recorded = {(m["cell"], m["line"], m["change"]): m["outcome"] for m in _report()[number]["mutants"]
+                if m["outcome"] in KILLED}
+    made = [m for m in mutants.mutants(number) if (m.cell, m.line, m.change) in recorded]
+    runner = mutants.Runner(number)
+    for m in random.sample(made, 2):
+        runner.baseline(m.cell, str(tmp_path / "ptx"))
+        runner.run(m, str(tmp_path / "ptx"))
+        was = recorded[(m.cell, m.line, m.change)]
+        assert m.outcome in KILLED, (
+            f"exercise {number}, cell {m.cell}, {m.operator}: `{m.line}` -> `{m.change}` was {was} in "
+            f"reports/mutants.json, now {m.outcome}: {m.message}")
