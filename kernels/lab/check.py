@@ -4,6 +4,7 @@ lesson's own checks use these (``kernels.lessons.lNN_*_exercise``)."""
 import contextlib
 import faulthandler
 import io
+import itertools
 import linecache
 import os
 import pickle
@@ -347,6 +348,18 @@ def run(title, checks):
     else:
         print(f"{title}: {passed} of {len(checks)} checks pass")
     return passed == len(checks)
+
+
+def confusions(names):
+    """The ways a learner confuses the arguments ``names`` of a formula, each (what it does to an argument tuple,
+    in words): a pair swapped, or one argument used in another's place. A check that finds the course's
+    formula, fed confused arguments, giving what the learner's gives can name the confusion. The order matters
+    where one draw fits several: for each pair, the swap, then the first used in the second's place."""
+    for i, j in itertools.permutations(range(len(names)), 2):
+        if i < j:
+            yield (lambda c, i=i, j=j: tuple(c[j] if k == i else c[i] if k == j else v for k, v in enumerate(c)),
+                   f"{names[i]} and {names[j]} swapped")
+        yield (lambda c, i=i, j=j: tuple(c[j] if k == i else v for k, v in enumerate(c)), f"{names[j]} in place of {names[i]}")
 
 
 def per_tile_count(mask, block_m, block_n):

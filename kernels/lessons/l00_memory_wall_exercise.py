@@ -64,16 +64,6 @@ def _roofline_ref(flops, nbytes, tf, tb):
     return max(flops / (tf * 1e12), nbytes / (tb * 1e12)) * 1e3
 
 
-def _confusions(names):
-    """(what it does to the arguments, in words): each pair swapped, each argument used in another's place."""
-    n = len(names)
-    for i, j in itertools.permutations(range(n), 2):
-        if i < j:
-            yield (lambda c, i=i, j=j: tuple(c[j] if k == i else c[i] if k == j else v for k, v in enumerate(c)),
-                   f"{names[i]} and {names[j]} swapped")
-        yield (lambda c, i=i, j=j: tuple(c[j] if k == i else v for k, v in enumerate(c)), f"{names[j]} in place of {names[i]}")
-
-
 def _roofline(roofline_ms):
     for _ in range(20):
         flops, nbytes = random.uniform(1e6, 1e13), random.uniform(1e6, 1e11)
@@ -84,7 +74,7 @@ def _roofline(roofline_ms):
             raise NotImplementedError
         if abs(got - want) > 1e-9 * want:
             args = (flops, nbytes, tf, tb)
-            confused = next((words for confuse, words in _confusions(("flops", "nbytes", "tflops", "tbps"))
+            confused = next((words for confuse, words in lab_check.confusions(("flops", "nbytes", "tflops", "tbps"))
                              if abs(got - _roofline_ref(*confuse(args))) <= 1e-9 * want), None)
             hint = ("the bound is the larger of the two times, not their sum: bytes and math overlap"
                     if abs(got - (t_math + t_mem)) < 1e-9 * want else

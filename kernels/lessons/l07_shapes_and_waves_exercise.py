@@ -94,20 +94,6 @@ _RETURNS = {"waves": "(tiles, whole waves, tiles in the last wave)", "split_plan
 ARGS = {"waves": ("M", "N", "BLOCK_M", "BLOCK_N", "sms"), "split_plan": ("M", "N", "K", "BLOCK_M", "BLOCK_N", "BLOCK_K", "sms")}
 
 
-def _confusions(names):
-    """(what it does to the arguments, in words): each pair swapped, each argument used in another's place."""
-    n = len(names)
-    for i in range(n):
-        for j in range(i + 1, n):
-            yield (lambda c, i=i, j=j: tuple(c[j] if k == i else c[i] if k == j else v for k, v in enumerate(c)),
-                   f"{names[i]} and {names[j]} swapped")
-    for i in range(n):
-        for j in range(n):
-            if i != j:
-                yield (lambda c, i=i, j=j: tuple(c[j] if k == i else v for k, v in enumerate(c)),
-                       f"{names[j]} in place of {names[i]}")
-
-
 def _compare(name, fn, cases, right, mistakes):
     wrong, gave = [], {}
     for case in cases:
@@ -131,7 +117,7 @@ def _compare(name, fn, cases, right, mistakes):
     if all(sorted(g) == sorted(right(*c)) for c, g in gave.items()):
         raise AssertionError(f"the right numbers in another order: {name} returns {_RETURNS[name]} (e.g. {name}{case} "
                              f"gave {got}, the course's gives {right(*case)})")
-    for confuse, words in _confusions(ARGS[name]):
+    for confuse, words in lab_check.confusions(ARGS[name]):
         try:
             same = all(tuple(right(*confuse(c))) == g for c, g in gave.items())
         except ZeroDivisionError:
