@@ -497,7 +497,6 @@ def tma_copies(ptx):
     parameter whose address its descriptor was built from, or None where that cannot be told). A descriptor made
     in the kernel (tl.make_tensor_descriptor) is a tensormap written in shared memory (its global_address from a
     pointer parameter) and copied out to global memory (tensormap.cp_fenceproxy); the copy names that address."""
-    import re
     reg = r"%rd\d+"
     source, pending, copies = {}, None, []
     for line in ptx.splitlines():
