@@ -7,6 +7,7 @@ import triton.language as tl
 
 from conftest import own_process_on_gpu, report
 from kernels.lab import tma_rules
+from kernels.lab.mode import INTERPRET
 from kernels.lessons import l04_pipelining_exercise as ex04
 from kernels.ops import gemm
 from kernels.ops.gemm import grouped_tile
@@ -107,7 +108,7 @@ def _chunked_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_b
 def test_ex04_a_chunked_walk_that_drops_the_remainder_names_the_missed_tiles():
     passed, text = report(ex04.check, _launcher(_chunked_kernel), _chunked_kernel)
     assert not passed and "by tile, never written: " in text, text
-    assert "the walk misses some" in text, text
+    assert ("the walk over the tiles must reach each of C's tiles once" if INTERPRET else "the walk misses some") in text
 
 
 # ---- the epilogue ---------------------------------------------------------------------------------------
@@ -341,7 +342,11 @@ def test_ex04_a_bias_mask_off_by_one_names_the_column():
     # one column of a few hundred is wrong: under a relative error over all of C it hides; column by column it shows
     passed, text = _check(_bias_mask_short_kernel)
     assert not passed and "FAIL  persistent GEMM + epilogue: values" in text, text
-    assert "(the last, N - 1)" in text and "without its bias" in text and "cols < N" in text, text
+    if INTERPRET:  # the trace sees the mask hold back the last column of the bias
+        assert "a load of bias" in text and "masks off elements inside bias, N = " in text, text
+        assert "(the last, N - 1)" in text, text
+    else:
+        assert "(the last, N - 1)" in text and "without its bias" in text and "cols < N" in text, text
 
 
 # ---- the persistent walk, program by program ----------------------------------------------------------------

@@ -5,6 +5,7 @@ import triton
 import triton.language as tl
 
 from conftest import report
+from kernels.lab.mode import INTERPRET
 from kernels.lessons import l08_fp8_capstone_exercise as ex08
 from kernels.ops.gemm import grouped_tile
 
@@ -315,4 +316,26 @@ def test_ex08_a_k_loop_that_stops_early_and_a_scale_loaded_twice_are_named():
     passed, text = _check(_short_k_kernel)
     assert not passed and "K steps: the K loop stops early; it runs tl.cdiv(K, BLOCK_K) steps" in text, text
     passed, text = _check(_scale_b_twice_kernel)
-    assert not passed and "scale_b loaded twice; the scale is scale_a * scale_b" in text, text
+    assert not passed and "scale_b loaded twice, through scale_b's pointer in place of scale_a's" in text, text
+
+
+@triton.jit
+def _no_dot_kernel(a_desc, bt_desc, c_desc, scale_a_ptr, scale_b_ptr, M, N, K,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles = tl.cdiv(M, BLOCK_M) * tl.cdiv(N, BLOCK_N)
+    for t in tl.range(tl.program_id(0), tiles, tl.num_programs(0), flatten=True):
+        pid_m, pid_n = grouped_tile(t, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k in range(tl.cdiv(K, BLOCK_K)):
+            a = a_desc.load([pid_m * BLOCK_M, k * BLOCK_K])
+            bt = bt_desc.load([pid_n * BLOCK_N, k * BLOCK_K])  # loaded, never multiplied
+        scale = tl.load(scale_a_ptr) * tl.load(scale_b_ptr)
+        c_desc.store([pid_m * BLOCK_M, pid_n * BLOCK_N], (acc * scale).to(c_desc.dtype))
+
+
+def test_ex08_tiles_loaded_and_never_multiplied_are_not_taken_for_the_stub():
+    passed, text = _check(_no_dot_kernel)
+    if INTERPRET:  # the trace sees A and B^T loaded and C stored: the kernel is written, its tl.dot is missing
+        assert not passed and "nothing accumulates into acc in the K loop" in text, text
+    else:
+        assert not passed and "not attempted" in text, text

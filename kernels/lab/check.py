@@ -8,6 +8,7 @@ import itertools
 import linecache
 import os
 import pickle
+import random
 import re
 import select
 import signal
@@ -19,6 +20,18 @@ import torch
 
 from . import aot
 from .mode import DEVICE, MODE
+
+
+def seeded():
+    """The seed that the mutation tester fixes (COURSE_CHECK_SEED) so that a mutant and the solution draw the same
+    inputs; None, and fresh inputs every run, otherwise."""
+    seed = os.environ.get("COURSE_CHECK_SEED")
+    return int(seed) if seed else None
+
+
+def rng():
+    """A check's own random generator: fresh (from the OS) unless the mutation tester fixed the seed."""
+    return random.Random(seeded())
 
 
 class NotAttempted(Exception):
@@ -289,7 +302,11 @@ def _outcome_in_child(fn, timeout=None):
         try:
             faulthandler.disable()  # a crash is reported by the parent, not dumped here
             torch.set_num_threads(1)  # the parent's OpenMP pool did not survive the fork: waiting on it hangs
-            torch.seed()  # Python's random reseeds itself in a forked child; torch does not
+            if seeded() is None:
+                torch.seed()  # Python's random reseeds itself in a forked child; torch does not
+            else:
+                random.seed(seeded())
+                torch.manual_seed(seeded())
             text = io.StringIO()
             with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
                 kind, note = _outcome(fn)

@@ -2,12 +2,11 @@
 ``h`` and ``out`` fp32 and ``f`` fp16, each with its own row stride; exact up to fp32 rounding on ragged
 shapes, and compiled to 16-byte loads of both inputs, each load and store masked (a predicate on every ld.global
 and st.global: the guard bands take a stray read without one, so only the compiled code shows it)."""
-import random
 
 import torch
 import triton
 
-from ..lab import aot, check as lab_check
+from ..lab import aot, check as lab_check, trace
 from ..lab.mode import DEVICE
 
 TILE = (32, 64)  # the values check's tile: small, so that the ragged shapes have several edge tiles
@@ -98,7 +97,7 @@ def _unmasked(compiled, tensors):
 
 def check(residual_add, kernel):
     """``residual_add(h, f, alpha, out, BLOCK_M, BLOCK_N)`` launches ``kernel`` (arguments as in ``launch``)."""
-    rng = random.Random()
+    rng = lab_check.rng()
 
     def values():
         for _ in range(3):
@@ -107,7 +106,10 @@ def check(residual_add, kernel):
             f = lab_check.operand(M, N, dtype=torch.float16, extra=24)
             out = lab_check.poisoned(M, N, dtype=torch.float32)
             alpha = rng.uniform(0.25, 2.0)
-            residual_add(h, f, alpha, out, *TILE)
+            layout = trace.Tiles({"h": "mn", "f": "mn", "out": "mn"}, "out",
+                                 dict(M=M, N=N, BLOCK_M=TILE[0], BLOCK_N=TILE[1]))
+            with trace.watching(layout, h=h, f=f, out=out) as seen:
+                residual_add(h, f, alpha, out, *TILE)
             ref = h.double() + alpha * f.double()
             try:
                 lab_check.compare(f"{M}x{N}", out, ref, TOL)
@@ -121,7 +123,10 @@ def check(residual_add, kernel):
                         "gets every value right and still writes outside, so past the last column a store lands in "
                         "the next row, and past the last row outside the tensor" if spills else
                         _likely(out, ref, lab_check.rel_err(out, ref)))
-                raise AssertionError(f"{e}{hint}") from None
+                raise trace.after(seen, layout, AssertionError(f"{e}{hint}")) from None
+            told = trace.after(seen, layout)
+            if told:
+                raise told
         return f"within {TOL:.0e} of h + alpha * f on three ragged shapes, three row strides each"
 
     def code():
@@ -150,7 +155,7 @@ def stretch(kernel):
     """The optional stretch goal: ``kernel(h, f, bias, out, M, N, stride_hm, stride_fm, stride_om, alpha, BLOCK_M,
     BLOCK_N)`` adds a per-column fp32 ``bias`` too. Checks the values on one ragged shape, then shows the width
     of each load in the sm_90 code, the bias's beside the tiles'."""
-    rng = random.Random()
+    rng = lab_check.rng()
 
     def values():
         small, large = sorted(rng.sample(range(65, 301), 2))
@@ -159,8 +164,12 @@ def stretch(kernel):
             f = lab_check.operand(M, N, dtype=torch.float16, extra=24)
             bias = lab_check.operand(N, dtype=torch.float32)
             out = lab_check.poisoned(M, N, dtype=torch.float32)
-            kernel[(triton.cdiv(M, TILE[0]), triton.cdiv(N, TILE[1]))](
-                h, f, bias, out, M, N, h.stride(0), f.stride(0), out.stride(0), 0.75, BLOCK_M=TILE[0], BLOCK_N=TILE[1])
+            layout = trace.Tiles({"h": "mn", "f": "mn", "bias": "n", "out": "mn"}, "out",
+                                 dict(M=M, N=N, BLOCK_M=TILE[0], BLOCK_N=TILE[1]))
+            with trace.watching(layout, h=h, f=f, bias=bias, out=out) as seen:
+                kernel[(triton.cdiv(M, TILE[0]), triton.cdiv(N, TILE[1]))](
+                    h, f, bias, out, M, N, h.stride(0), f.stride(0), out.stride(0), 0.75, BLOCK_M=TILE[0],
+                    BLOCK_N=TILE[1])
             base = h.double() + 0.75 * f.double()
             try:
                 lab_check.compare(f"{M}x{N}", out, base + bias.double(), TOL)
@@ -169,9 +178,14 @@ def stretch(kernel):
                 wrong = {"rows < N": rows < N, "cols < M": cols < M}
                 said = next((m for m, keep in wrong.items() if not lab_check.unwritten(out).any() and
                              lab_check.rel_err(out, base + bias.double() * keep) <= TOL), None)
-                raise AssertionError(f"{e}" + (f" - out equals h + alpha * f + bias with the bias masked by {said}: the "
-                                               "bias has one value per column, N in all; load it with mask=cols < N"
-                                               if said else "")) from None
+                ref = base + bias.double()
+                hint = (f" - out equals h + alpha * f + bias with the bias masked by {said}: the bias has one value per "
+                        "column, N in all; load it with mask=cols < N" if said else
+                        _likely(out, ref, lab_check.rel_err(out, ref)))
+                raise trace.after(seen, layout, AssertionError(f"{e}{hint}")) from None
+            told = trace.after(seen, layout)
+            if told:
+                raise told
         return "h + alpha * f + bias right on a ragged shape"
 
     def code():

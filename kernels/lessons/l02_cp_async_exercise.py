@@ -1,13 +1,12 @@
 """The check behind exercises/02_cp_async.ipynb: the pointer GEMM of an ``nn.Linear`` layer, ``y = x @ W^T``
 with the weight ``W`` stored N x K as PyTorch keeps it. Right on ragged shapes, and pipelined into 16-byte
 ``cp.async`` at three stages."""
-import random
 import re
 
 import torch
 import triton
 
-from ..lab import aot, check as lab_check, isa
+from ..lab import aot, check as lab_check, isa, trace
 from ..lab.mode import DEVICE
 from ..ops import gemm
 
@@ -68,8 +67,9 @@ def likely(out, ref, x, w, BLOCK_M, BLOCK_N, BLOCK_K, tol, rerun=None, w_indexin
     if not off.any():
         err = lab_check.rel_err(out[written], ref[written]) if written.any() else 0.0
         if tol < err < 2e-3:
-            return (f"{said or ' -'} errors the size of fp16 rounding in the sum: accumulate in fp32 (the acc "
-                    "given) and let tl.dot return fp32 (no out_dtype=tl.float16, no fp16 accumulator)")
+            return (f"{said or ' -'} errors the size of fp16 rounding: accumulate in fp32 (the acc given), let tl.dot "
+                    "return fp32 (no out_dtype=tl.float16, no fp16 accumulator), and convert the result to the "
+                    "output's own type, y's (y_ptr.dtype.element_ty or y_desc.dtype), not another pointer's")
         return ""
     if written.all() and lab_check.rel_err(out, _no_advance(x, w, BLOCK_K)) < 1e-2:
         return (f"{said or ' -'} the output is the first K step's product repeated K / BLOCK_K times: the "
@@ -98,7 +98,7 @@ def with_hints(fn, hints=HINTS):
             chain.append(str(inner))
             inner = inner.__cause__ or inner.__context__
         hint = next((h for key, h in hints if any(key in text for text in chain)), None)
-        if hint is None or lab_check.is_stub(e):
+        if hint is None or lab_check.is_stub(e) or isinstance(e, trace.Diagnosis):
             raise
         said = lab_check.explain(e) if hasattr(lab_check, "explain") else f"{type(e).__name__}: {e}"
         raise AssertionError(f"{said} - {hint}") from None
@@ -131,13 +131,18 @@ def values_check(linear, shapes, tile, stages):
         x = lab_check.operand(M, K, dtype=torch.float16, extra=8)
         w = lab_check.operand(N, K, dtype=torch.float16, extra=24)
         y = lab_check.poisoned(M, N, dtype=dtype)
-        if with_hints(lambda: linear(x, w, *tile, stages, out=y)) is None:
-            raise NotImplementedError
+        layout = gemm_layout(M, N, K, tile)
+        with trace.watching(layout, x=x, W=w, y=y) as seen:
+            if with_hints(lambda: linear(x, w, *tile, stages, out=y)) is None:
+                raise NotImplementedError
         ref = x.double() @ w.double().T
         tol = 1e-2 if dtype == torch.float16 else 1e-5
         try:
             lab_check.compare(f"{M}x{K} @ ({N}x{K})^T into {str(dtype).removeprefix('torch.')}", y, ref, tol)
         except AssertionError as e:
+            told = trace.after(seen, layout, e)
+            if told is not e:  # the trace names the cause: say it first
+                raise trace.Diagnosis(f"{told}{likely(y, ref, x, w, *tile, tol)}") from None
             if _right_with_one_stride(linear, x, w, ref, dtype, tile, stages, tol):
                 raise AssertionError(f"{e} - with x, W and y given one common row stride the result is right: a row "
                                      "stride is used for the wrong tensor (x's rows step by stride_xm, W's by "
@@ -147,6 +152,16 @@ def values_check(linear, shapes, tile, stages):
                 return linear(lab_check.zero_guarded(x), lab_check.zero_guarded(w), *tile, stages,
                               out=lab_check.poisoned(M, N, dtype=dtype))
             raise AssertionError(f"{e}{likely(y, ref, x, w, *tile, tol, rerun)}") from None
+        told = trace.after(seen, layout)
+        if told:
+            raise told
+
+
+def gemm_layout(M, N, K, tile, bias=None, offsets=False):
+    """The trace's picture of these exercises' GEMM: x (M x K) times W (N x K, as PyTorch keeps it) into y."""
+    return trace.Gemm(("x", "mk"), ("W", "nk"), ("y", "mn"),
+                      dict(M=M, N=N, K=K, BLOCK_M=tile[0], BLOCK_N=tile[1], BLOCK_K=tile[2]), bias=bias,
+                      offsets=offsets, row_major=True)
 
 
 def cp_async_sizes(ptx):
@@ -197,7 +212,7 @@ def lopsided(rng):
 def check(linear, kernel):
     """``linear(x, w, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None)`` launches ``kernel`` (arguments as in
     ``launch_args``) into ``out``."""
-    rng = random.Random()
+    rng = lab_check.rng()
 
     def values():
         shapes = [(*mnk, dtype) for mnk, dtype in zip(lopsided(rng), (torch.float16, torch.float16, torch.float32))]
@@ -214,7 +229,7 @@ def check(linear, kernel):
 def stretch(linear_relu, kernel):
     """The optional stretch goal: ``linear_relu(x, w, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None)`` computes
     relu(x @ W^T + b) through ``kernel`` (the exercise's arguments, with ``b_ptr`` after ``w_ptr``)."""
-    rng = random.Random()
+    rng = lab_check.rng()
 
     def values():
         shapes = [(*mnk, torch.float32) for mnk in lopsided(rng)]
@@ -223,14 +238,29 @@ def stretch(linear_relu, kernel):
             w = lab_check.operand(N, K, dtype=torch.float16, extra=24)
             b = lab_check.operand(N, dtype=torch.float16)
             y = lab_check.poisoned(M, N, dtype=dtype)
-            linear_relu(x, w, b, *TILE, 2, out=y)
+            layout = gemm_layout(M, N, K, TILE, bias="b")
+            with trace.watching(layout, x=x, W=w, b=b, y=y) as seen:
+                linear_relu(x, w, b, *TILE, 2, out=y)
             ref = torch.relu(x.double() @ w.double().T + b.double())
             try:
                 lab_check.compare(f"relu({M}x{K} @ ({N}x{K})^T + b)", y, ref, 1e-5)
             except AssertionError as e:
-                extra = (" - no element is zero: the ReLU is missing" if not (y == 0).any() else
+                pre = x.double() @ w.double().T + b.double()
+                written = ~lab_check.unwritten(y)
+                floor = y[written].double().min().item() if written.any() else 0.0
+                err = lab_check.rel_err(y[written], ref[written]) if written.any() else 1.0
+                extra = (f" - y equals max(x @ W^T + b, {floor:g}): the ReLU clamps at {floor:g} where 0 belongs, "
+                         "tl.maximum(acc, 0.0)" if floor > 0 and written.all()
+                         and lab_check.rel_err(y, pre.clamp(min=floor)) <= 1e-5 else
+                         " - errors the size of fp16 rounding: the result is rounded to a 16-bit type before the "
+                         "store; convert it to the type of the output pointer, acc.to(y_ptr.dtype.element_ty)"
+                         if 1e-5 < err < 2e-3 else
+                         " - no element is zero: the ReLU is missing" if not (y == 0).any() else
                          " - compare with the bias left out: is it added along the columns (one value per n)?")
-                raise AssertionError(f"{e}{extra}") from None
+                raise trace.after(seen, layout, AssertionError(f"{e}{extra}")) from None
+            told = trace.after(seen, layout)
+            if told:
+                raise told
         return "relu(x @ W^T + b) right on three ragged shapes, each with M, N or K the largest"
 
     def code():

@@ -5,16 +5,15 @@ anywhere. Right inside and at ragged edges (where TMA's zero fill and clipping d
 compiled to TMA loads and a TMA store with no pointer access left."""
 import ast
 import inspect
-import random
 import textwrap
 
 import torch
 import triton
 
-from ..lab import aot, check as lab_check, tma_rules
+from ..lab import aot, check as lab_check, tma_rules, trace
 from ..lab.mode import DEVICE
 from ..ops import gemm
-from .l02_cp_async_exercise import likely, with_hints
+from .l02_cp_async_exercise import gemm_layout, likely, with_hints
 
 TILE = (128, 64, 32)  # three different sizes: a block shape or an offset with one where another belongs does not fit
 INTERIOR = (2 * TILE[0], 2 * TILE[1], 3 * TILE[2])  # whole tiles: no edge anywhere
@@ -115,12 +114,14 @@ def _values(linear, shapes, interior_ok=False, blocks=""):
         w = lab_check.operand(N, K, dtype=torch.float16, extra=24)
         b = lab_check.operand(N, dtype=torch.float16)
         y = lab_check.poisoned(M, N, dtype=dtype)
+        layout = gemm_layout(M, N, K, TILE, bias="b", offsets=True)
         try:
-            if with_hints(lambda: linear(x, w, b, *TILE, 2, out=y)) is None:
-                raise NotImplementedError
+            with trace.watching(layout, x=x, W=w, b=b, y=y) as seen:
+                if with_hints(lambda: linear(x, w, b, *TILE, 2, out=y)) is None:
+                    raise NotImplementedError
         except Exception as e:
             if not blocks or lab_check.is_stub(e):
-                raise
+                raise  # (a Diagnosis too: with a block shape mistake, the block shape is named after it)
             raise AssertionError(f"{e if isinstance(e, AssertionError) else lab_check.explain(e)} - {blocks}") from None
         ref = x.double() @ w.double().T + b.double()
         tol = 1e-2 if dtype == torch.float16 else 1e-5
@@ -130,8 +131,11 @@ def _values(linear, shapes, interior_ok=False, blocks=""):
             def rerun():
                 return linear(lab_check.zero_guarded(x), lab_check.zero_guarded(w), lab_check.zero_guarded(b), *TILE, 2,
                               out=lab_check.poisoned(M, N, dtype=dtype))
-            raise AssertionError(f"{e}{_likely(y, x, w, b, ref, tol, interior_ok, rerun)}"
-                                 + (f" - {blocks}" if blocks else "")) from None
+            raise trace.after(seen, layout, AssertionError(f"{e}{_likely(y, x, w, b, ref, tol, interior_ok, rerun)}"
+                                                           + (f" - {blocks}" if blocks else ""))) from None
+        told = trace.after(seen, layout)
+        if told:
+            raise told
 
 
 def compile_linear(kernel, BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, stages=3, size=4096):
@@ -167,7 +171,7 @@ def through_tma(compiled):
 def check(linear, kernel):
     """``linear(x, w, b, BLOCK_M, BLOCK_N, BLOCK_K, stages, out=None)`` launches ``kernel`` (arguments as in
     ``launch_args``) into ``out``."""
-    rng = random.Random()
+    rng = lab_check.rng()
     blocks = block_shape_mistakes(kernel)
 
     def interior():
@@ -201,7 +205,7 @@ def stretch(linear_host, kernel):
     BLOCK_N, BLOCK_K, stages, out=None)`` builds them and launches ``kernel(x_desc, w_desc, b_desc, y_desc, M, N,
     K, BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M)``."""
     from triton.tools.tensor_descriptor import TensorDescriptor
-    rng = random.Random()
+    rng = lab_check.rng()
 
     def values():  # a tall shape and a wide one (tile counts differ both ways), into fp16 and into fp32
         _values(linear_host, [(rng.randint(400, 600), 8 * rng.randint(9, 16), rng.randint(65, 300), torch.float16),

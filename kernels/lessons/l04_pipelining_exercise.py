@@ -7,12 +7,14 @@ import re
 
 import torch
 
-from ..lab import aot, check as lab_check, smem
+from ..lab import aot, check as lab_check, smem, trace
 from ..lab.mode import DEVICE, INTERPRET
 from ..ops import gemm
 
 TILE = (64, 32, 16)  # BLOCK_M, BLOCK_N, BLOCK_K of the values check (small: it runs in the interpreter; three
 # different sizes, so a BLOCK_M, BLOCK_N or BLOCK_K where another belongs does not go unseen)
+GROUP_M = 2  # fewer row tiles per group than every shape checked has: a walk that gets the number of column
+# tiles wrong maps some tiles twice (with 8, the whole of C is one group, and the column count never matters)
 PROGRAMS = 3  # fewer than the tiles of every shape checked: only a persistent walk covers them all
 CODE_TILE, CODE_STAGES = (128, 128, 64), 3  # what the compiled code is read at
 
@@ -20,13 +22,15 @@ CODE_TILE, CODE_STAGES = (128, 128, 64), 3  # what the compiled code is read at
 def _shape(largest=None):
     """A ragged M x N x K whose tiles outnumber the programs and are not a multiple of them (a walk that
     splits the tiles evenly and drops the rest is caught); N and K multiples of 8 (16-byte rows for TMA).
-    ``largest`` (0, 1 or 2): M, N or K the largest by far, so a count written with the wrong one is wrong."""
+    ``largest`` (0, 1 or 2): M, N or K the largest by far, so a count written with the wrong one is wrong. With M
+    the largest, the row tiles are not a multiple of GROUP_M: a grouped walk given the wrong number of row tiles
+    goes wrong in the last group."""
     while True:
         sizes = [random.randint(130, 200), 8 * random.randint(17, 25), 8 * random.randint(9, 25)]
         if largest is not None:
             sizes[largest] = 8 * random.randint(50, 70)
         M, N, K = sizes
-        if (-(-M // TILE[0]) * -(-N // TILE[1])) % PROGRAMS:
+        if (-(-M // TILE[0]) * -(-N // TILE[1])) % PROGRAMS and (largest != 0 or -(-M // TILE[0]) % GROUP_M):
             return M, N, K
 
 
@@ -116,12 +120,14 @@ def _values(matmul, kernel=None):
     for M, N, K in [_shape(largest) for largest in range(3)]:  # M, then N, then K the largest
         a, b, bias = lab_check.operand(M, K), lab_check.operand(K, N), lab_check.operand(N)
         out = lab_check.poisoned(M, N)
+        layout = trace.Gemm(("A", "mk"), ("B", "kn"), ("C", "mn"), dict(M=M, N=N, K=K, BLOCK_M=BM, BLOCK_N=BN,
+                                                                          BLOCK_K=BK), bias="bias")
         try:
-            with lab_check.program_writes(out) as writers:
-                if matmul(a, b, bias, BM, BN, BK, 2, programs=PROGRAMS, out=out) is None:
+            with lab_check.program_writes(out) as writers, trace.watching(layout, A=a, B=b, C=out, bias=bias) as seen:
+                if matmul(a, b, bias, BM, BN, BK, 2, programs=PROGRAMS, out=out, GROUP_M=GROUP_M) is None:
                     raise NotImplementedError
         except Exception as e:  # the interpreter checks what TMA would refuse or silently get wrong
-            if "must be 16-byte aligned" not in str(e):
+            if "must be 16-byte aligned" not in str(e) or isinstance(e, trace.Diagnosis):
                 raise
             raise AssertionError("a descriptor load or store starts at a coordinate that is not a multiple of 16 "
                                  "bytes (8 fp16 elements), which the interpreter refuses: descriptor coordinates are "
@@ -132,7 +138,10 @@ def _values(matmul, kernel=None):
         product = af @ bf
         steps = -(-K // BK)
         k_as_step = sum(af[:, k:k + BK] @ bf[k:k + BK, :] for k in range(steps))
+        floor = out[~lab_check.unwritten(out)].float().min().item() if (~lab_check.unwritten(out)).any() else 0.0
         candidates = [("A @ B + bias: the ReLU is missing", product + biasf),
+                      (f"max(A @ B + bias, {floor:g}): the ReLU clamps at {floor:g} where 0 belongs, "
+                       "tl.maximum(x, 0.0)", torch.clamp(product + biasf, min=floor)),
                       ("relu(A @ B): the bias is missing", torch.relu(product)),
                       ("relu(A @ B) + bias: the ReLU comes before the bias", torch.relu(product) + biasf),
                       ("relu(A @ B + the bias of the first column tile): every tile adds bias[0:BLOCK_N]; offset "
@@ -146,6 +155,9 @@ def _values(matmul, kernel=None):
         try:
             lab_check.compare_tiles(f"{M}x{K} @ {K}x{N}", out, ref, 1e-2, BM, BN, candidates)
         except AssertionError as e:
+            told = trace.after(seen, layout, e)
+            if told is not e:
+                raise told from None
             dropped = kernel is not None and lab_check.dropped_dot(kernel)
             if dropped:
                 raise AssertionError(lab_check.dropped_dot_message(dropped)) from None
@@ -155,6 +167,9 @@ def _values(matmul, kernel=None):
             if columns:
                 raise AssertionError(f"{e}; {columns}") from None
             raise
+        told = trace.after(seen, layout)
+        if told:
+            raise told
         _element_by_element(out, ref, product)
         redone = writers is not None and _redone(writers)
         if redone:

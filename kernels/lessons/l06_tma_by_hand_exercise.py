@@ -16,7 +16,6 @@ The helpers (``HELPERS``) are those of kernels/ops/tma_cuda.py, bounded wait inc
 import hashlib
 import importlib.util
 import json
-import random
 import re
 import subprocess
 import sys
@@ -488,7 +487,7 @@ _CRASHED = ("your ring stopped the GPU ({}), in a process of its own: this noteb
 
 def _copies(run_ring2, rounds):
     """Copy fresh random fp16 tensors into poisoned outputs through ``run_ring2``, every wait bounded."""
-    rng = random.Random()
+    rng = lab_check.rng()
     for _ in range(rounds):
         M, N = BOX[0] * rng.randint(3, 40), BOX[1] * rng.randint(2, 20)
         x = lab_check.operand(M, N, dtype=torch.float16)

@@ -7,7 +7,7 @@ import re
 
 import torch
 
-from ..lab import check as lab_check, isa
+from ..lab import check as lab_check, isa, trace
 from ..lab.mode import DEVICE, MODE
 from ..ops import gemm_fp8
 
@@ -68,12 +68,15 @@ def _values(matmul, kernel=None):
     for M, N, K in [_shape() for _ in range(2)]:
         a, bt, sa, sb = _operands(M, N, K)
         out = lab_check.poisoned(M, N)
+        layout = trace.Gemm(("A", "mk"), ("B^T", "nk"), ("C", "mn"), dict(M=M, N=N, K=K, BLOCK_M=BM, BLOCK_N=BN,
+                                                                            BLOCK_K=BK))
         try:
-            if matmul(a, bt, sa, sb, BM, BN, BK, 2, programs=PROGRAMS, out=out) is None:
-                raise NotImplementedError
+            with trace.watching(layout, A=a, **{"B^T": bt}, C=out, scale_a=sa, scale_b=sb) as seen:
+                if matmul(a, bt, sa, sb, BM, BN, BK, 2, programs=PROGRAMS, out=out) is None:
+                    raise NotImplementedError
         except Exception as e:
             text = str(e)
-            if lab_check.is_stub(e):
+            if lab_check.is_stub(e) or isinstance(e, trace.Diagnosis):
                 raise
             if _DOT_SHAPES in text:
                 raise AssertionError(_untransposed(e)) from None
@@ -82,6 +85,12 @@ def _values(matmul, kernel=None):
             dropped = kernel is not None and lab_check.dropped_dot(kernel)
             if dropped:
                 raise AssertionError(lab_check.dropped_dot_message(dropped))
+            told = trace.after(seen, layout, AssertionError("the output came out all zeros"))
+            if isinstance(told, trace.Diagnosis):  # the kernel ran and stored C: written, so not the stub
+                raise told
+            if seen and {"A", "B^T"} <= {x.tensor for x in seen.accesses if x.op == "load"}:
+                raise AssertionError("the kernel loads A and B^T and stores C, but C comes out all zeros: nothing "
+                                     "accumulates into acc in the K loop (no tl.dot?): acc = tl.dot(a, bt.T, acc)")
             raise lab_check.NotAttempted("the output came out all zeros: the kernel body is still the stub")
         s = (sa * sb).item()
         product = (a.float() @ bt.float().t()).cpu()
@@ -102,15 +111,29 @@ def _values(matmul, kernel=None):
                        "swapped; B^T is (N, K), so its box starts at [pid_n * BLOCK_N, k * BLOCK_K]", swapped)]
         if steps == 1:
             candidates = candidates[:4] + candidates[5:]
-        candidates += [("A @ B * scale_a^2: scale_a loaded twice; the scale is scale_a * scale_b", product * sa.item() ** 2),
-                       ("A @ B * scale_b^2: scale_b loaded twice; the scale is scale_a * scale_b", product * sb.item() ** 2)]
+        candidates += [("A @ B * scale_a^2: scale_a loaded twice, through scale_a's pointer in place of scale_b's; the "
+                        "scale is scale_a * scale_b", product * sa.item() ** 2),
+                       ("A @ B * scale_b^2: scale_b loaded twice, through scale_b's pointer in place of scale_a's; the "
+                        "scale is scale_a * scale_b", product * sb.item() ** 2),
+                       ("(A @ B) * scale rounded to e4m3 before the store: the tile is converted to another "
+                        "descriptor's dtype (a_desc's or bt_desc's, e4m3); convert it to C's, c_desc.dtype",
+                        (product * s).to(torch.float8_e4m3fn).float())]
         partial = torch.zeros_like(product)
         for t in range(1, steps):  # a K loop that stops early: the sum of its first t boxes
             partial += (a.float()[:, (t - 1) * BK:t * BK] @ bt.float()[:, (t - 1) * BK:t * BK].t()).cpu()
             candidates.append((f"the sum of the first {t} of the {steps} K steps: the K loop stops early; it runs "
                                "tl.cdiv(K, BLOCK_K) steps", partial * s))
         # e4m3 products are exact in fp32; what is left is the order of the sums and the fp16 rounding of C
-        lab_check.compare_tiles(f"{M}x{K} @ ({N}x{K})^T e4m3", out.cpu(), ref, 1e-2, BM, BN, candidates)
+        try:
+            lab_check.compare_tiles(f"{M}x{K} @ ({N}x{K})^T e4m3", out.cpu(), ref, 1e-2, BM, BN, candidates)
+        except AssertionError as e:
+            told = trace.after(seen, layout, e)
+            if told is not e:
+                raise told from None
+            raise
+        told = trace.after(seen, layout)
+        if told:
+            raise told
     return f"within 1e-2 of the fp32 product of the same e4m3 values, scaled, on two ragged shapes ({PROGRAMS} programs)"
 
 
