@@ -197,3 +197,58 @@ def test_ex00_an_input_loaded_through_the_other_pointer_is_named():
 def test_ex00_stretch_names_the_bytes_per_element_counted():
     passed, text = report(ex00.check_stretch, _launcher(_right_kernel), lambda n: n * (4 + 4 + 3))
     assert not passed and "you count 11 bytes per element; count each vector once, at its own element size" in text
+
+
+def test_ex00_a_wrong_factor_of_the_bytes_is_named():
+    passed, text = report(ex00.check, _intensity, _roofline, lambda n, e, fused: (3 if fused else 5) * n * n,
+                          _launcher(_right_kernel), _right_kernel)
+    assert not passed and "your bytes count is 3 * n * n: n in place of elem_bytes" in text, text
+    passed, text = report(ex00.check, _intensity, _roofline, lambda n, e, fused: (3 if fused else 5) * e * e,
+                          _launcher(_right_kernel), _right_kernel)
+    assert not passed and "your bytes count is 3 * elem_bytes * elem_bytes: elem_bytes in place of n" in text, text
+
+
+@triton.jit
+def _store_swapped_kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(tl.maximum(alpha * x + y, 0.0), out_ptr + offs, mask=mask)  # the value first
+
+
+def test_ex00_tl_store_with_its_arguments_swapped_is_named():
+    passed, text = _check_kernel(_store_swapped_kernel)
+    assert not passed and "FAIL  relu_axpy: values: tl.store takes the pointers first, then the value: " \
+        "`tl.store(tl.maximum(alpha * x + y, 0.0), out_ptr + offs, mask=mask)` passes the value first and the " \
+        "pointers second, swapped" in text, text
+    assert "write tl.store(out_ptr + offs, tl.maximum(alpha * x + y, 0.0), mask=mask)" in text, text
+
+
+@triton.jit
+def _x_through_out_kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(out_ptr + offs, mask=mask)  # the output's pointer
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(alpha * x + y, 0.0), mask=mask)
+
+
+def test_ex00_an_input_loaded_through_the_output_pointer_is_named():
+    passed, text = _check_kernel(_x_through_out_kernel)
+    assert not passed and "run again on an out filled with random values, the kernel writes relu(alpha * out + y) " \
+        "of those values: x is loaded through out_ptr, the output's pointer; load it from x_ptr" in text, text
+
+
+@triton.jit
+def _relu_at_one_kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, tl.maximum(alpha * x + y, 1.0), mask=mask)  # clamps at 1
+
+
+def test_ex00_a_relu_that_clamps_elsewhere_than_zero_is_named():
+    passed, text = _check_kernel(_relu_at_one_kernel)
+    assert not passed and "out equals max(alpha * x + y, 1): the ReLU clamps at 1 in place of 0" in text, text

@@ -371,3 +371,213 @@ def test_ex05_a_store_past_the_edge_is_clipped_and_the_unwritten_columns_named()
     passed, text = report(ex05.check, _shifted_store)
     assert not passed and "elements never written (rows 0-" in text and "columns 0-7 (8 of" in text, text
     assert "written outside" not in text, text
+
+
+# ---- arguments in the wrong order -----------------------------------------------------------------------
+
+def _alloc_dtype_first(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared("float16", (block_M, block_K))  # the dtype first
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_an_allocation_with_the_dtype_first_is_named():
+    passed, text = report(ex05.check, _alloc_dtype_first)
+    assert not passed and "FAIL  the program builds: TileLang refuses the program: T.alloc_shared takes the shape " \
+        "first, then the dtype: `A_s = T.alloc_shared(\"float16\", (block_M, block_K))` passes the two swapped; " \
+        "write T.alloc_shared((block_M, block_K), 'float16')" in text, text
+
+
+def _b_tile_k_by_n_transposed(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_K, block_N), "float16")  # the lesson's shape, with transpose_B=True below
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_a_b_tile_allocated_k_by_n_with_transpose_b_is_named():
+    passed, text = report(ex05.check, _b_tile_k_by_n_transposed)
+    assert not passed and "with transpose_B=True T.gemm takes the B tile as it lies in memory, block_N x block_K, " \
+        "but `B_s = T.alloc_shared((block_K, block_N), \"float16\")` allocates it block_K x block_N (64 x 128): the " \
+        "shape's two extents are swapped" in text, text
+    assert "so pass transpose_B=True" not in text, text  # it is passed: the generic hint would mislead
+
+
+def _load_written_back(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A_s, A[by * block_M, k * block_K])  # source and destination swapped
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def _store_read_back(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(C[by * block_M, bx * block_N], acc)  # source and destination swapped
+    return gemm
+
+
+def test_ex05_a_copy_with_source_and_destination_swapped_is_named():
+    passed, text = report(ex05.check, _load_written_back)
+    assert not passed and "in the program, T.copy(A_s, A[...]) copies A_s into A, an input of the kernel" in text, text
+    assert "T.copy takes the source first, then the destination, and here the two are swapped" in text, text
+    passed, text = report(ex05.check, _store_read_back)
+    assert not passed and "no element of the output was written" in text, text
+    assert "in the program, T.copy(C[...], acc) copies C, the output, into acc, and nothing writes C" in text, text
+
+
+# ---- the K loop and what it loads -------------------------------------------------------------------------
+
+def _b_never_loaded(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)  # and no copy of B's tile
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_an_operand_never_loaded_is_named():
+    passed, text = report(ex05.check, _b_never_loaded)
+    assert not passed and "in the program, nothing copies a tile into B_s, T.gemm's B operand" in text, text
+    assert "in the K loop, T.copy(B[bx * block_N, k * block_K], B_s) at every step" in text, text
+
+
+def _ceildiv_swapped(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(block_K, K), num_stages=stages):  # 1 step for any K >= block_K
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_a_k_loop_of_ceildiv_with_its_arguments_swapped_is_named():
+    passed, text = report(ex05.check, _ceildiv_swapped)
+    assert not passed and "in the program, the K loop runs 1 step where K = " in text, text
+    assert "it runs T.ceildiv(block_K, K) steps (1 here, 2 at K = 32), T.ceildiv with its arguments swapped" in text
+    assert "C equals A @ B^T over the first " in text, text
+    text = report(ex05.check, _no_k_tail)[1]  # K // block_K: the trip count is wrong, no argument is swapped
+    assert "in the program, the K loop runs " in text and "arguments swapped" not in text, text
+
+
+# ---- the stretch goal's epilogue, continued ----------------------------------------------------------------
+
+def _epilogue_extents_swapped(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def linear(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), bias: T.Tensor((N,), "float16"),
+               C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_N, block_M):  # the extents swapped
+                acc[i, j] = T.max(acc[i, j] + bias[bx * block_N + j], 0)
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return linear
+
+
+def _relu_at_one(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def linear(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), bias: T.Tensor((N,), "float16"),
+               C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)
+                T.gemm(A_s, B_s, acc, transpose_B=True)
+            for i, j in T.Parallel(block_M, block_N):
+                acc[i, j] = T.max(acc[i, j] + bias[bx * block_N + j], 1)  # clamps at 1
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return linear
+
+
+def test_ex05_stretch_epilogue_extents_and_relu_floor_are_named():
+    passed, text = report(ex05.check_stretch, _epilogue_extents_swapped)
+    assert not passed and "in the program, the T.Parallel loops over acc run 64 x 128, and acc is 128 x 64: their " \
+        "extents are swapped" in text, text
+    if kernels.MODE == "cpu":  # TileLang's C backend leaves the rows past block_N as the product; a GPU may differ
+        assert "C equals relu(A @ B^T + bias) in rows 0-63 of each 128 x 64 tile and A @ B^T elsewhere" in text, text
+    passed, text = report(ex05.check_stretch, _relu_at_one)
+    assert not passed and "C equals max(A @ B^T + bias, 1): the ReLU clamps at 1 in place of 0" in text, text
+
+
+def _gemm_missing(M, N, K, block_M, block_N, block_K, stages):
+    @T.prim_func
+    def gemm(A: T.Tensor((M, K), "float16"), B: T.Tensor((N, K), "float16"), C: T.Tensor((M, N), "float16")):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=256) as (bx, by):
+            A_s = T.alloc_shared((block_M, block_K), "float16")
+            B_s = T.alloc_shared((block_N, block_K), "float16")
+            acc = T.alloc_fragment((block_M, block_N), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=stages):
+                T.copy(A[by * block_M, k * block_K], A_s)
+                T.copy(B[bx * block_N, k * block_K], B_s)  # and no T.gemm
+            T.copy(acc, C[by * block_M, bx * block_N])
+    return gemm
+
+
+def test_ex05_tiles_loaded_and_never_multiplied_are_a_mistake_not_a_stub():
+    passed, text = report(ex05.check, _gemm_missing)
+    assert not passed and "FAIL  values: the program copies tiles into A_s and B_s and nothing multiplies them: it " \
+        "has no T.gemm" in text, text
+    assert "not attempted" not in text, text

@@ -63,7 +63,8 @@ def _plan(no_k=False, no_cap=False, whole_last=False, ceil=False, no_split_whole
 @pytest.mark.parametrize("plan, says", [
     (_plan(no_k=True), "not capped by the K tiles"), (_plan(no_cap=True), "no cap of 8"),
     (_plan(whole_last=True), "'whole' counts the last wave's tiles"), (_plan(ceil=True), "rounds sms / tail up"),
-    (_plan(no_split_whole=True), "with no split (split 1)"), (_plan(k_floor=True), "K tiles are floored"),
+    (_plan(no_split_whole=True), "with no split (split 1) every tile is computed whole, the last wave's tail too"),
+    (_plan(k_floor=True), "K tiles are floored"),
     (_plan(tail_zero=True), "when the last wave is full")])
 def test_ex07_wrong_split_plans_are_named(plan, says):
     passed, text = report(ex07.check, gemm.waves, plan, "128x128")
@@ -99,7 +100,7 @@ def test_ex07_arguments_confused_are_named():
     passed, text = report(ex07.check, gemm.waves, split_plan, "128x128")
     assert not passed and "with M and N swapped: check where you use them" in text, text
     passed, text = report(ex07.check, waves, gemm.split_plan, "128x128")
-    assert not passed and "with BLOCK_M in place of BLOCK_N" in text, text
+    assert not passed and "with BLOCK_M in place of BLOCK_N (the tile count already differs): check where" in text
 
 
 def test_ex07_the_right_numbers_in_another_order_are_named():
@@ -108,3 +109,26 @@ def test_ex07_the_right_numbers_in_another_order_are_named():
         return tiles, last, full
     passed, text = report(ex07.check, waves, gemm.split_plan, "128x128")
     assert not passed and "the right numbers in another order: waves returns (tiles, whole waves" in text, text
+
+
+def _plan_changed(cap=8, full_split=1, above=1, unsplit=1):
+    """The course's split plan with one constant changed, as a learner's typo would."""
+    def split_plan(M, N, K, BM, BN, BK, sms):
+        tiles, full, tail = gemm.waves(M, N, BM, BN, sms)
+        if tail == 0:
+            return tiles, full_split
+        split = min(sms // tail, math.ceil(K / BK), cap)
+        return (full * sms, split) if split > above else (tiles, unsplit)
+    return split_plan
+
+
+@pytest.mark.parametrize("plan, says", [
+    (_plan_changed(cap=9), "the split is capped at 9 K slices in place of 8"),
+    (_plan_changed(full_split=2), "when the last wave is full (tiles % sms == 0) there is no tail to split: return "
+                                  "(tiles, 1), not (tiles, 2)"),
+    (_plan_changed(above=2), "the tail is left unsplit where the split comes out at 2: any split above 1 is used"),
+    (_plan_changed(unsplit=2), "where the split comes out at 1 (sms // tail is 1, or K has a single step) nothing is "
+                               "split: return (tiles, 1), not (tiles, 2)")])
+def test_ex07_a_constant_of_the_split_plan_changed_is_named(plan, says):
+    passed, text = report(ex07.check, gemm.waves, plan, "128x128")
+    assert not passed and says in text, text

@@ -4,6 +4,7 @@ a fused elementwise kernel saves, and that kernel itself, out = relu(alpha * x +
 import itertools
 import math
 import random
+import re
 
 import torch
 
@@ -102,6 +103,12 @@ def _bytes(relu_axpy_bytes):
                             4 * n * e: "the ReLU kernel reads its input and writes its output: two vectors, on top "
                                        "of the add kernel's three",
                             5 * n: "bytes, not elements: multiply by elem_bytes"}}[fused].get(got)
+            factor = next((f"your bytes count is {vectors} * {words}: {what} (each vector is n elements of "
+                           f"elem_bytes bytes: {vectors} * n * elem_bytes)"
+                           for words, value, what in (("n * n", n * n, "n in place of elem_bytes"),
+                                                      ("elem_bytes * elem_bytes", e * e, "elem_bytes in place of n"))
+                           if got == vectors * value), None)
+            hint = hint or factor
             if hint is None:
                 counted = f"you count {got / (n * e):g} vectors of n elements" if got % (n * e) == 0 else ""
                 hint = (f"{counted}; " if counted else "") + "count every vector each kernel reads or writes, once"
@@ -109,13 +116,50 @@ def _bytes(relu_axpy_bytes):
     return "3 vectors cross HBM fused, 5 unfused"
 
 
-def _values(relu_axpy):
+def _store_swapped(kernel, e):
+    """Where Triton refused a tl.store whose first argument is not pointers: the learner's tl.store call that passes
+    a pointer (a name ending in _ptr) second and none first, in words; None otherwise."""
+    import ast
+    import inspect
+    import textwrap
+    if "Unsupported ptr type" not in str(e) or "tl.store" not in str(e):
+        return None
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(getattr(kernel, "fn", kernel))))
+    except (OSError, TypeError, SyntaxError):
+        return None
+    pointer = lambda node: any(isinstance(n, ast.Name) and n.id.endswith("_ptr") for n in ast.walk(node))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "store" \
+                and len(node.args) >= 2 and pointer(node.args[1]) and not pointer(node.args[0]):
+            wrong = ast.unparse(node)
+            node.args[:2] = node.args[1::-1]
+            said = re.search(r"Unsupported ptr type [^\n\"]*", str(e)).group(0)
+            return (f"tl.store takes the pointers first, then the value: `{wrong}` passes the value first and the "
+                    f"pointers second, swapped (Triton refused it: {said}); write {ast.unparse(node)}")
+    return None
+
+
+def _run(relu_axpy, relu_axpy_kernel, *args, **kwargs):
+    """``relu_axpy(*args, **kwargs)``; a tl.store with its arguments swapped, which Triton refuses, is named."""
+    try:
+        return relu_axpy(*args, **kwargs)
+    except Exception as e:
+        if lab_check.is_stub(e):
+            raise
+        why = _store_swapped(relu_axpy_kernel, e)
+        if why:
+            raise AssertionError(why) from None
+        raise
+
+
+def _values(relu_axpy, relu_axpy_kernel=None):
     for dtype, tol in ((torch.float32, 1e-6), (torch.float16, 2e-3)):
         n = random.randint(1000, 5000)  # not a multiple of any block size: the edge must be masked
         x, y = lab_check.operand(n, dtype=dtype), lab_check.operand(n, dtype=dtype)
         alpha = random.uniform(0.5, 2) * random.choice([-1, 1])
         out = lab_check.poisoned(n, dtype=dtype)
-        relu_axpy(alpha, x, y, out)
+        _run(relu_axpy, relu_axpy_kernel, alpha, x, y, out)
         xf, yf = x.float(), y.float()
         ref = torch.relu(alpha * xf + yf)
         candidates = [("alpha * x + y: the ReLU is missing", alpha * xf + yf),
@@ -123,18 +167,44 @@ def _values(relu_axpy):
                       ("relu(alpha * x) + y: the ReLU comes before adding y", torch.relu(alpha * xf) + yf),
                       ("relu(alpha * y + y): x is loaded through y's pointer", torch.relu(alpha * yf + yf)),
                       ("relu(alpha * x + x): y is loaded through x's pointer", torch.relu(alpha * xf + xf))]
+        floor = float(out.float().min())
+        if floor != 0 and floor == floor and floor != lab_check.POISON:
+            candidates.append((f"max(alpha * x + y, {floor:g}): the ReLU clamps at {floor:g} in place of 0; "
+                               "tl.maximum(alpha * x + y, 0.0)", torch.clamp(alpha * xf + yf, min=floor)))
         try:
             lab_check.compare(f"n={n} {dtype}", out, ref, tol)
         except AssertionError as e:
             ok = ~lab_check.unwritten(out)
             match = next((what for what, wrong in candidates if ok.all() and lab_check.rel_err(out, wrong) <= tol), None)
-            raise AssertionError(f"{e}" + (f"; out equals {match}" if match else "")) from None
+            said = f"; out equals {match}" if match else \
+                _read_through_out(relu_axpy, relu_axpy_kernel, alpha, x, y, tol)
+            raise AssertionError(f"{e}" + (said or "")) from None
     return "correct on ragged fp32 and fp16 inputs"
+
+
+def _read_through_out(relu_axpy, relu_axpy_kernel, alpha, x, y, tol):
+    """The kernel run again with out holding random values instead of the poison: when what it writes is
+    relu(alpha * out + y) or relu(alpha * x + out) of those values, an input is loaded through out_ptr; that, in
+    words ("; ..."), or None."""
+    out = lab_check.operand(x.numel(), dtype=x.dtype, device=x.device)
+    held = out.float().clone()
+    try:
+        _run(relu_axpy, relu_axpy_kernel, alpha, x, y, out)
+    except Exception:  # noqa: BLE001 - the first run already said how it fails
+        return None
+    xf, yf = x.float(), y.float()
+    for what, wrong in (("x", torch.relu(alpha * held + yf)), ("y", torch.relu(alpha * xf + held))):
+        if lab_check.rel_err(out, wrong) <= tol:
+            formula = "relu(alpha * out + y)" if what == "x" else "relu(alpha * x + out)"
+            return (f"; run again on an out filled with random values, the kernel writes {formula} of those values: "
+                    f"{what} is loaded through out_ptr, the output's pointer; load it from {what}_ptr")
+    return None
 
 
 def _code(relu_axpy_kernel):
     x = torch.empty(4, dtype=torch.float16, device=DEVICE)
-    compiled = aot.compile_sm90(relu_axpy_kernel, x, x, x, 1.5, 1 << 28, BLOCK=1024, num_warps=4)
+    compiled = _run(lambda *a, **k: aot.compile_sm90(relu_axpy_kernel, *a, **k), relu_axpy_kernel, x, x, x, 1.5,
+                    1 << 28, BLOCK=1024, num_warps=4)
     counts = compiled.counts(sass=False)
     if not counts["ld.global"] and not counts["st.global"]:
         raise lab_check.NotAttempted("the kernel neither loads nor stores")
@@ -159,7 +229,7 @@ def check(gemm_intensity, roofline_ms, relu_axpy_bytes, relu_axpy, relu_axpy_ker
     return lab_check.run("exercise 00", [("gemm_intensity", lambda: _intensity(gemm_intensity)),
                                          ("roofline_ms", lambda: _roofline(roofline_ms)),
                                          ("relu_axpy_bytes", lambda: _bytes(relu_axpy_bytes)),
-                                         ("relu_axpy: values", lambda: _values(relu_axpy)),
+                                         ("relu_axpy: values", lambda: _values(relu_axpy, relu_axpy_kernel)),
                                          ("relu_axpy: compiled code", lambda: _code(relu_axpy_kernel))])
 
 

@@ -59,35 +59,65 @@ WAVE_MISTAKES = [
 ]
 
 
-def _plan(M, N, K, BM, BN, BK, sms, k_cap=True, cap=True, whole_last=False, ceil=False,
-          no_split_whole=False, k_floor=False):
+def _plan(M, N, K, BM, BN, BK, sms, k_cap=True, cap=8, whole_last=False, ceil=False,
+          no_split_whole=False, k_floor=False, full_split=1, above=1, unsplit=1):
+    """The course's split plan with one change: ``cap`` (None: no cap), ``full_split`` (the split returned when the
+    last wave is full), ``above`` (the split is used when it is above this), ``unsplit`` (the split returned when it
+    is not used), or one of the flags."""
     t = _cdiv(M, BM) * _cdiv(N, BN)
     full, tail = t // sms, t % sms
     if tail == 0:
-        return t, 1
+        return t, full_split
     split = _cdiv(sms, tail) if ceil else sms // tail
     if k_cap:
         split = min(split, K // BK if k_floor else _cdiv(K, BK))
     if cap:
-        split = min(split, 8)
-    if split > 1:
+        split = min(split, cap)
+    if split > above:
         return (t if whole_last else full * sms), split
-    return (full * sms if no_split_whole else t), 1
+    return (full * sms if no_split_whole else t), unsplit
 
 
 SPLIT_MISTAKES = [
     (lambda *a: _plan(*a, k_cap=False), "the split is not capped by the K tiles: a tile with ceil(K / BLOCK_K) "
                                         "K steps cannot be cut into more slices than that; take the minimum"),
-    (lambda *a: _plan(*a, cap=False), "the split has no cap of 8: the course caps it at 8 slices (each slice adds "
+    (lambda *a: _plan(*a, cap=None), "the split has no cap of 8: the course caps it at 8 slices (each slice adds "
                                       "an fp32 partial tile to write, read back and sum)"),
     (lambda *a: _plan(*a, whole_last=True), "'whole' counts the last wave's tiles too: with a split, only the tiles "
                                             "of the whole waves are computed whole, full_waves x sms"),
     (lambda *a: _plan(*a, ceil=True), "the split rounds sms / tail up: its slices would need more programs than "
                                       "there are SMs; round down (sms // tail)"),
-    (lambda *a: _plan(*a, no_split_whole=True), "with no split (split 1) every tile is computed whole: return "
-                                                "(tiles, 1), not (full_waves x sms, 1)"),
+    (lambda *a: _plan(*a, no_split_whole=True), "with no split (split 1) every tile is computed whole, the last "
+                                                "wave's tail too: return (tiles, 1), not (full_waves x sms, 1)"),
     (lambda *a: _plan(*a, k_floor=True), "the K tiles are floored: a K tail still is a K step, ceil(K / BLOCK_K)"),
 ]
+
+
+
+
+def _split_changes(gave, right):
+    """A one-constant change to the course's split plan that gives what the learner's gave on every shape (``gave``:
+    {shape: result}), in words; None when none does. Each is said from the shapes that show it."""
+    fits = lambda **change: all(tuple(_plan(*c, **change)) == g for c, g in gave.items())
+    caps = [cap for cap in range(2, 65) if cap != 8 and fits(cap=cap)]
+    if caps:
+        shown = max(g[1] for g in gave.values())
+        return (f"the split is capped at {caps[0] if len(caps) == 1 else f'{caps[0]} or more'} K slices in place of "
+                f"8 (your split_plan gives up to {shown}): the course caps it at 8, each slice adding an fp32 partial "
+                "tile to write, read back and sum")
+    for s in [0] + list(range(2, 65)):
+        if fits(full_split=s):
+            return (f"when the last wave is full (tiles % sms == 0) there is no tail to split: return (tiles, 1), "
+                    f"not (tiles, {s})")
+    for s in [0] + list(range(2, 65)):
+        if fits(unsplit=s):
+            return (f"where the split comes out at 1 (sms // tail is 1, or K has a single step) nothing is split: "
+                    f"return (tiles, 1), not (tiles, {s})")
+    if any(fits(above=t) for t in range(2, 65)):
+        refused = sorted({right(*c)[1] for c, g in gave.items() if g[1] == 1 and right(*c)[1] > 1})
+        return (f"the tail is left unsplit where the split comes out at {', '.join(map(str, refused))}: any split "
+                "above 1 is used (split > 1), each slice of a tail tile going to an otherwise idle SM")
+    return None
 
 
 _RETURNS = {"waves": "(tiles, whole waves, tiles in the last wave)", "split_plan": "(tiles computed whole, K slices)"}
@@ -114,6 +144,9 @@ def _compare(name, fn, cases, right, mistakes):
     for mistake, why in mistakes:
         if all(tuple(mistake(*c)) == g for c, g in gave.items()):
             raise AssertionError(f"{why} (e.g. {name}{case} gave {got}, the course's gives {right(*case)})")
+    why = _split_changes(gave, right) if name == "split_plan" else None
+    if why:
+        raise AssertionError(f"{why} (e.g. {name}{case} gave {got}, the course's gives {right(*case)})")
     if all(sorted(g) == sorted(right(*c)) for c, g in gave.items()):
         raise AssertionError(f"the right numbers in another order: {name} returns {_RETURNS[name]} (e.g. {name}{case} "
                              f"gave {got}, the course's gives {right(*case)})")
@@ -123,8 +156,11 @@ def _compare(name, fn, cases, right, mistakes):
         except ZeroDivisionError:
             same = False
         if same:
-            raise AssertionError(f"your {name} gives on every shape what the course's gives with {words}: check "
-                                 f"where you use them (e.g. {name}{case} gave {got}, the course's gives "
+            # which number goes wrong first: the tile count, from which waves derives the other two
+            first = " (the tile count already differs)" if name == "waves" and any(
+                g[0] != right(*c)[0] for c, g in gave.items()) else ""
+            raise AssertionError(f"your {name} gives on every shape what the course's gives with {words}{first}: "
+                                 f"check where you use them (e.g. {name}{case} gave {got}, the course's gives "
                                  f"{right(*case)})")
     raise AssertionError(f"{len(wrong)} of {len(cases)} shapes differ; e.g. {name}{case} gave {got}, "
                          f"the course's gives {right(*case)}")
