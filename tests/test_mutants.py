@@ -108,3 +108,17 @@ def test_a_sample_of_the_report_holds(number, tmp_path):
         assert m.outcome in KILLED, (
             f"exercise {number}, cell {m.cell}, {m.operator}: `{m.line}` -> `{m.change}` was {was} in "
             f"reports/mutants.json, now {m.outcome}: {m.message}")
+
+
+def test_the_report_meets_the_bar():
+    """What the checks promise, read from the committed report: no wrong answer passes them (every mutant that passed
+    is equivalent, by its PTX or its trace), none escapes them as a raw error, and at least 80% of the killed ones
+    are killed by a message that names what was changed."""
+    rows = [m for entry in _report().values() for m in entry["mutants"]]
+    passed = [f"{m['line']} -> {m['change']}" for m in rows if m["outcome"] == "survived"]
+    raw = [f"{m['line']} -> {m['change']}: {m['message']}" for m in rows if m["outcome"] == "raw"]
+    killed = [m for m in rows if m["outcome"] in KILLED]
+    named = sum(m["outcome"] == "named" for m in killed)
+    assert not passed, f"{len(passed)} wrong answers pass the checks: {passed[:3]}"
+    assert not raw, f"{len(raw)} wrong answers end in a raw error: {raw[:3]}"
+    assert named >= 0.8 * len(killed), f"{named} of {len(killed)} killed mutants named"

@@ -12,7 +12,9 @@ mutated, then every later cell that uses what it defines, checks included. Its o
 - symptom: a check failed with a message that does not name it;
 - not attempted: the checks called a written answer a stub;
 - raw: an exception escaped the checks (the learner would see a traceback);
-- equivalent: every check passed, and every kernel the checks compiled for sm_90 has the solution's PTX;
+- equivalent: every check passed, and every kernel the checks compiled for sm_90 has the solution's PTX, or (in the
+  interpreter) the mutant loads and stores what the solution does and stores the same values, on the check's inputs
+  drawn from two fixed seeds (what differs, a fill value no kept lane reads say, changes nothing the kernel does);
 - survived: every check passed, and the compiled code differs (or nothing was compiled to compare).
 
     python -m kernels.tools.mutants 01 04       # those exercises; all when none is named
@@ -61,7 +63,15 @@ NAMES = {
     "barrier": ("barrier", "slot"),
     "wait": ("wait", "timeout", "gave up", "bounded", "never completed"),
     "loop": ("loop", "k loop", "tail", "step", "accumulat", "iteration"),
+    # a size, order or axis changed where the program finds its tile (program_id, the tile count, the walk)
+    "grid": ("grid", "program", "walk", "tiles of c", "tile count", "never computed", "computed twice", "in place of"),
+    # the first assignment of a name deleted: Python names the name
+    "definition": ("is not defined", "not associated with a value"),
 }
+# a line where the program finds its tile: a mutant there is a grid mistake, whatever it changed
+GRID_LINE = re.compile(r"program_id|num_programs|grouped_tile|\btiles(_n|_m)?\s*=")
+# a K loop's header: a bound or an order changed there is a loop mistake
+LOOP_LINE = re.compile(r"^for \w+ in (tl\.)?range\(")
 SIZES = ({"M", "N", "K"}, {"BLOCK_M", "BLOCK_N", "BLOCK_K"}, {"block_M", "block_N", "block_K"}, {"pid_m", "pid_n"},
          {"rows", "cols"}, {"n", "elem_bytes"}, {"flops", "nbytes"}, {"tflops", "tbps"})
 DTYPES = ("float16", "bfloat16", "float32", "float8e4nv", "float8e5")
@@ -160,7 +170,7 @@ def _plumbing(tree):
 
 def _candidates(tree, spans):
     """(index in ast.walk order, operator, construct, how to change the copy's node) for each mutation."""
-    scopes, plumbing = _scopes(tree), _plumbing(tree)
+    scopes, plumbing, first = _scopes(tree), _plumbing(tree), _first_assignments(tree)
     for i, node in enumerate(ast.walk(tree)):
         params = scopes[id(node)]
         if not in_regions(node, spans):
@@ -201,10 +211,29 @@ def _candidates(tree, spans):
             body = getattr(node, "body", [])
             for k, stmt in enumerate(body if isinstance(body, list) else []):
                 if in_regions(stmt, spans) and not isinstance(stmt, (ast.Return, ast.Pass)) and len(body) > 1:
-                    yield i, "delete a statement", _statement_construct(stmt), lambda n, k=k: n.body.pop(k)
+                    yield i, "delete a statement", _statement_construct(stmt, first), lambda n, k=k: n.body.pop(k)
 
 
-def _statement_construct(stmt):
+def _first_assignments(tree):
+    """The ids of the statements that first assign each name (in source order) within each function."""
+    first = set()
+    for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+        seen = set(a.arg for a in fn.args.args)
+        for stmt in sorted((n for n in ast.walk(fn) if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign))),
+                           key=lambda n: (n.lineno, n.col_offset)):
+            names = {t.id for target in getattr(stmt, "targets", [getattr(stmt, "target", None)]) if target
+                     for t in ast.walk(target) if isinstance(t, ast.Name)}
+            if isinstance(stmt, ast.Assign) and names - seen:
+                first.add(id(stmt))
+            seen |= names
+    return first
+
+
+def _statement_construct(stmt, first=()):
+    if id(stmt) in first:
+        return "definition"
+    if isinstance(stmt, (ast.For, ast.While)):
+        return "loop"
     text = ast.unparse(stmt)
     for word, construct in (("mask", "mask"), ("stride", "stride"), ("scale", "scale"), ("desc", "tma"),
                             ("program_id", "axis"), (".to(", "dtype"), ("dot", "loop"), ("acc", "loop")):
@@ -251,7 +280,14 @@ def python_mutants(number, index, source):
             continue
         seen.add(text)
         after = _changed_line(base, text)
-        yield Mutant(f"{number}", index, operator, construct, _enclosing_line(source, original), after, text)
+        line = _enclosing_line(source, original)
+        if operator == "delete a statement":
+            pass  # its line is the block it was deleted from
+        elif construct in ("size", "order", "axis") and GRID_LINE.search(line):
+            construct = "grid"
+        elif construct in ("size", "order") and LOOP_LINE.search(line):
+            construct = "loop"
+        yield Mutant(f"{number}", index, operator, construct, line, after, text)
 
 
 def _changed_line(a, b):
@@ -385,25 +421,51 @@ class Runner:
                 names |= _defines(src)
         return run
 
-    def run(self, mutant, ptx_path):
+    def _execute(self, cell, source, name, env):
+        """Run ``source`` as cell ``cell``, then the later cells that use it, with ``env`` set: (printed, raised)."""
         ns = dict(self.solved)
         out = io.StringIO()
-        open(ptx_path, "w").close()
-        os.environ[_PTX_FILE] = ptx_path
-        start = time.monotonic()
+        os.environ.update(env)
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-                _exec(ns, mutant.source, f"{self.number}-{mutant.cell}-{mutant.key}")
-                for i, src in self.later(mutant.cell, mutant.source):
+                _exec(ns, source, f"{self.number}-{cell}-{name}")
+                for i, src in self.later(cell, source):
                     _exec(ns, src, f"{self.number}-{i}")
         except Exception as e:  # noqa: BLE001 - whatever escapes is what the learner would see
             raised = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         else:
             raised = None
         finally:
-            del os.environ[_PTX_FILE]
+            for key in env:
+                del os.environ[key]
+        return out.getvalue(), raised
+
+    def traced_alike(self, mutant, seeds=(1, 2)):
+        """Whether the mutant loads and stores what the solution does, and stores the same values, on the check's
+        inputs drawn from each of ``seeds`` (the interpreter only: it traces every access). An honest
+        equivalence: what differs (a fill value no kept lane reads, say) changes nothing the kernel does."""
+        import tempfile
+        from kernels.lab import mode, trace
+        if not mode.INTERPRET:
+            return False
+        source = self.cells[self.index.index(mutant.cell)]
+        source = source if source.lstrip().startswith(("RING = r", "CUDA = r")) else ast.unparse(ast.parse(source))
+        for seed in seeds:
+            logs = []
+            for name, text in (("solution", source), (mutant.key, mutant.source)):
+                log = tempfile.mktemp(prefix="mutant-trace-")
+                self._execute(mutant.cell, text, name, {"COURSE_CHECK_SEED": str(seed), trace.TRACE_LOG: log})
+                logs.append(Path(log).read_text() if Path(log).exists() else "")
+                Path(log).unlink(missing_ok=True)
+            if not logs[0] or logs[0] != logs[1]:
+                return False
+        return True
+
+    def run(self, mutant, ptx_path):
+        open(ptx_path, "w").close()
+        start = time.monotonic()
+        text, raised = self._execute(mutant.cell, mutant.source, mutant.key, {_PTX_FILE: ptx_path})
         mutant.seconds = round(time.monotonic() - start, 1)
-        text = out.getvalue()
         failed = [line.strip() for line in text.splitlines() if re.match(r"\s+(FAIL|todo)\s", line)]
         ptx = Path(ptx_path).read_text().splitlines()
         if raised:
@@ -419,9 +481,11 @@ class Runner:
             mutant.outcome, mutant.message = "raw", "no check printed a verdict"
         else:
             same = ptx and ptx == self.reference.get(mutant.cell)
-            mutant.outcome = "equivalent" if same else "survived"
+            alike = not same and self.traced_alike(mutant)
+            mutant.outcome = "equivalent" if same or alike else "survived"
             mutant.message = "same PTX as the solution" if same else (
-                "the compiled code differs" if ptx else "nothing compiled to compare")
+                "the same loads, stores and stored values as the solution on two seeded draws of the check's inputs"
+                if alike else "the compiled code differs" if ptx else "nothing compiled to compare")
         return mutant
 
     def baseline(self, cell, ptx_path):
@@ -466,16 +530,20 @@ def summary(results):
 
 
 def fingerprint(number):
-    """What the report of an exercise depends on: its solution notebook and its check's module."""
-    path, _ = solution(number)
+    """What the report of an exercise depends on: its solution notebook, its check's module, the checks' library
+    (check.py, and trace.py, which reads the interpreter's loads and stores) and this tester."""
+    _, nb = solution(number)
     module, = ROOT.glob(f"kernels/lessons/l{number}_*_exercise.py")
     digest = hashlib.sha256()
-    for p in (path, module, Path(__file__)):
+    for cell in nb.cells:  # the code only: outputs (a re-run on another machine) change no mutant's outcome
+        if cell.cell_type == "code":
+            digest.update(cell.source.encode())
+    for p in (module, ROOT / "kernels/lab/check.py", ROOT / "kernels/lab/trace.py", Path(__file__)):
         digest.update(p.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def write_report(results, numbers):
+def write_report(results, numbers, where=None):
     REPORT.parent.mkdir(exist_ok=True)
     old = json.loads(REPORT.read_text()) if REPORT.exists() else {"exercises": {}}
     for number in numbers:
@@ -487,7 +555,8 @@ def write_report(results, numbers):
     import torch
     import triton
     old["recorded"] = {"date": time.strftime("%Y-%m-%d"), "mode": "cpu (Triton's interpreter)",
-                       "stack": f"torch {torch.__version__}, triton {triton.__version__}, Python {platform.python_version()}"}
+                       "stack": where or f"torch {torch.__version__}, triton {triton.__version__}, Python "
+                                         f"{platform.python_version()}"}
     REPORT.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
     lines = ["# Mutation testing of the exercise checks", "",
              "Written by `python -m kernels.tools.mutants --report` (`make mutants`) on " + old["recorded"]["date"] +
@@ -515,6 +584,8 @@ def main(argv=None):
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--shard", default="0/1", help="k/n: run every n-th mutant from the k-th (one of n processes)")
     parser.add_argument("--out", help="also write the outcomes to this JSON file (one shard's share)")
+    parser.add_argument("--where", help="with --merge: the machines and stacks the shards ran on, for the report "
+                        "(default: this one's)")
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="read the outcomes of shards (--out files) instead of "
                         "running; with --report, write the report from them")
     args = parser.parse_args(argv)
@@ -545,7 +616,7 @@ def main(argv=None):
     if args.report:
         if args.shard != "0/1" or args.sample:
             raise SystemExit("--report needs every mutant: no --shard, no --sample")
-        write_report(results, numbers)
+        write_report(results, numbers, args.where)
     return 0
 
 
