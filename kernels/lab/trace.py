@@ -317,10 +317,6 @@ def _per_tile(trace, g):
     return pieces
 
 
-def _edge(dims, d):
-    return "K tail's " if dims[d] == "k" else ""
-
-
 def _past(trace, layouts, S):
     """A load or store whose mask lets lanes through to memory outside its tensor."""
     for acc in trace.accesses:
