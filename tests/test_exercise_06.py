@@ -45,6 +45,8 @@ WRONG = {
     "result ignored": _wrong(WAIT_BLOCK, f"{WAIT};"),
     "timeout not counted": _wrong("      atomicAdd(timeouts, 1);\n", ""),
     "spin wait": _wrong(WAIT_BLOCK, "while (!mbar_try_wait(full + 8 * slot, phase)) {\n    }"),
+    "spin wait, wrong count": _wrong(WAIT_BLOCK, "while (!mbar_try_wait(full + 8 * slot, phase)) {\n    }").replace(
+        "BOX_M * BOX_N * 2)", "SLOT_STRIDE)"),
     "trap": _wrong("    fence_proxy_async();\n", "    __trap();  // stops the GPU, as a broken ring can\n    fence_proxy_async();\n"),
 }
 
@@ -167,6 +169,19 @@ def test_ex06_an_unbounded_spin_wait_ends_with_a_message_not_a_hang():
     assert not passed
     assert "your kernel did not finish in the model (5 s) with one load lost: a wait that spins without a bound" in text
     assert "TimeoutExpired" not in text, text
+
+
+@gpu_only
+def test_ex06_a_ring_that_never_ends_on_the_gpu_is_given_up_in_seconds():
+    """A wait that spins on a barrier that never completes (twice the bytes expected) never ends on the GPU: the
+    check's child process gives up once the GPU has been busy for HANG_S and ends, and this process's GPU runs on."""
+    passed, text = report(ex06.check, WRONG["spin wait, wrong count"])
+    assert not passed
+    assert f"FAIL  on the GPU: values and termination: your ring did not finish: the GPU had not done it after {ex06.HANG_S} s" \
+        in text, text
+    assert "this notebook's GPU is unharmed" in text and "TimeoutExpired" not in text, text
+    x = torch.randn(1 << 16, device="cuda")
+    assert torch.equal(x * 1, x)
 
 
 @gpu_only

@@ -11,7 +11,7 @@ import pytest
 import torch
 from nbclient import NotebookClient
 
-from conftest import cpu_only, report
+from conftest import cpu_only, gpu_only, report
 from kernels.lab import check
 
 
@@ -97,3 +97,60 @@ def test_the_jupyter_kernel_survives_an_unmasked_far_store(tmp_path):
     text = "".join(o.get("text", "") for c in nb.cells for o in c.outputs)
     assert "FAIL  relu_axpy: values: the process running your kernel crashed (SIGSEGV)" in text, text
     assert "still alive" in text
+
+
+class _Mark:
+    """A fake mark on the GPU's queue, reached ``after`` seconds from now (never: None)."""
+    def __init__(self, after):
+        self.at = None if after is None else time.monotonic() + after
+
+    def query(self):
+        return self.at is not None and time.monotonic() >= self.at
+
+
+def _blocked():
+    time.sleep(5)  # recording a mark while the check's thread waits on a copy from a GPU that never finishes
+
+
+@pytest.mark.parametrize("marks, finishes", [((None,), False), ((0.0,), True), ((0.2,), True), ((0.0, None), False),
+                                             (("blocked",), False)])
+def test_a_check_is_given_up_when_the_gpu_does_not_reach_a_mark(monkeypatch, marks, finishes):
+    """The rule of the GPU watch, with the marks faked (each reached after so many seconds, never, or never even
+    recorded). A check is given up on when a mark is not reached within the limit (the first mark, or a later one:
+    the watch keeps marking); one that works as long on the host (compiling: each mark reached at once) or keeps
+    the GPU busy with kernels that end (each mark reached within the limit) is waited for."""
+    made = iter(marks[:-1])
+    monkeypatch.setattr(check, "_mark", lambda: (lambda after: _blocked() if after == "blocked" else _Mark(after))(
+        next(made, marks[-1])))
+    start = time.monotonic()
+    done, said = check.finish_or_give_up(lambda: time.sleep(1.0) or "ok", timeout=0.3)
+    assert done == finishes and said == ("ok" if finishes else None)
+    assert time.monotonic() - start < (1.5 if finishes else 0.9)
+
+
+@gpu_only
+def test_the_jupyter_kernel_survives_a_kernel_that_never_ends(tmp_path):
+    """A learner's axpy whose loop never takes its step, checked from a notebook on the GPU: the check gives up
+    when the GPU has not done its work after GPU_TIMEOUT_S and says so, the checks after it say why they did not
+    run, the notebook goes on."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        "import kernels, triton, triton.language as tl\n"
+        "from kernels.lessons import l00_memory_wall_exercise as exercise",
+        "@triton.jit\n"
+        "def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    i = 0\n"
+        "    while i < n:  # the step, i += BLOCK, forgotten\n"
+        "        tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)\n"
+        "def axpy(alpha, x, y, out, BLOCK=1024):\n"
+        "    axpy_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, out, alpha, x.numel(), BLOCK=BLOCK)",
+        "import time; start = time.monotonic()\n"
+        "exercise.check(lambda M, N, K, e: 0, lambda f, b, tf, tb: 0, lambda n, e, fused: 0, axpy, axpy_kernel)\n"
+        "print(f'still alive after {time.monotonic() - start:.0f} s')")]
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    text = "".join(o.get("text", "") for c in nb.cells for o in c.outputs)
+    assert f"your kernel did not finish: the GPU had not done its work after {check.GPU_TIMEOUT_S} s" in text, text
+    assert "restart the Jupyter kernel (Kernel > Restart Kernel)" in text, text
+    seconds = int(text.split("still alive after ")[1].split(" s")[0])
+    assert seconds < 60, text

@@ -13,13 +13,14 @@ import re
 import select
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
 import torch
 
 from . import aot
-from .mode import DEVICE, MODE
+from .mode import DEVICE, LIVE, MODE
 
 
 def seeded():
@@ -341,6 +342,73 @@ def _outcome_in_child(fn, timeout=None):
                     "(In CPU mode the course runs each check in a child process, so Jupyter survives.)")
 
 
+# on a GPU a kernel that never ends cannot be stopped from its own process, and the check that waits for it would
+# wait forever: the check runs in a thread, a second thread keeps putting marks on the GPU's queue (CUDA events) and
+# notes when the GPU reaches each, and the caller gives up when the GPU has not caught up for GPU_TIMEOUT_S. A
+# check's kernels take milliseconds on the H200, sixteen test processes sharing it included; compiling (nothing
+# queued) never counts
+GPU_TIMEOUT_S = 5
+_stuck = []  # the checks given up on: their kernels still hold this process's GPU
+
+
+def _mark():
+    """A mark at the end of what the GPU has been given so far: query() is True once it has done it all (None
+    before there is a CUDA context). Recording one waits while another thread of this process waits on a copy
+    from the GPU (measured on the H200, 2026-12-02), so it is done in a thread of its own."""
+    if not torch.cuda.is_initialized():
+        return None
+    event = torch.cuda.Event()
+    event.record(torch.cuda.current_stream())
+    return event
+
+
+def _keep_marking(caught_up, done):
+    """Mark the GPU's queue, wait until the mark is reached, note when in ``caught_up[0]``; again, until ``done``."""
+    while not done.is_set():
+        try:
+            mark = _mark()
+            while mark is not None and not mark.query() and not done.is_set():
+                time.sleep(0.01)
+        except Exception:  # a GPU error: the check itself reports it
+            pass
+        caught_up[0] = time.monotonic()
+        done.wait(0.05)
+
+
+def finish_or_give_up(fn, timeout=None):
+    """(True, what ``fn()`` returned) or (False, None) when, while ``fn`` ran, the GPU did not catch up with the
+    work it had been given for ``timeout`` s (GPU_TIMEOUT_S): a kernel that never ends. ``fn`` runs in a thread;
+    what it prints is printed here, after it."""
+    timeout = timeout or GPU_TIMEOUT_S
+    result, text, caught_up, done = [], io.StringIO(), [time.monotonic()], threading.Event()
+    worker = threading.Thread(target=lambda: result.append(fn()), daemon=True)  # a hung one must not block exit
+    marker = threading.Thread(target=_keep_marking, args=(caught_up, done), daemon=True)
+    with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+        worker.start()
+        marker.start()
+        while worker.is_alive() and time.monotonic() - caught_up[0] <= timeout:
+            worker.join(0.05)
+    done.set()
+    print(text.getvalue(), end="")
+    return (True, result[0]) if result else (False, None)
+
+
+def _outcome_watched(fn, name):
+    if _stuck:
+        return "fail", (f"not run: the GPU is still running the kernel of '{_stuck[0]}', which never finished, and "
+                        "would run nothing else. Restart the Jupyter kernel (Kernel > Restart Kernel), fix that "
+                        "kernel, and run the cells again")
+    done, outcome = finish_or_give_up(lambda: _outcome(fn))
+    if done:
+        return outcome
+    _stuck.append(name)
+    return "fail", (f"your kernel did not finish: the GPU had not done its work after {GPU_TIMEOUT_S} s, where "
+                    "this check's kernels take milliseconds - a loop that never ends (a bound or a step that never "
+                    "reaches it?), or a wait that nothing satisfies. It is still running, and only ending this "
+                    "process stops it: restart the Jupyter kernel (Kernel > Restart Kernel), fix the loop, and run "
+                    "the cells again")
+
+
 def run(title, checks):
     """Run named checks; print one line each and a verdict. Returns True when all pass.
 
@@ -349,7 +417,7 @@ def run(title, checks):
     other exception, a crash or a check that never ends is a failure, explained."""
     passed, attempted = 0, True
     for name, fn in checks:
-        kind, note = _outcome_in_child(fn) if ISOLATE else _outcome(fn)
+        kind, note = _outcome_in_child(fn) if ISOLATE else _outcome_watched(fn, name) if LIVE else _outcome(fn)
         if kind == "pass":
             passed += 1
             print(f"  pass  {name}" + (f": {note}" if note else ""))

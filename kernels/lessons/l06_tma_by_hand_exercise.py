@@ -16,6 +16,7 @@ The helpers (``HELPERS``) are those of kernels/ops/tma_cuda.py, bounded wait inc
 import hashlib
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -485,6 +486,15 @@ _CRASHED = ("your ring stopped the GPU ({}), in a process of its own: this noteb
             "and then): the model's check above says which wait returned too early")
 
 
+# a wait gives up after BUDGET_NS (1 s) and a CTA has about three tiles: a ring the GPU has not finished after 10 s
+# has a wait that never gives up
+HANG_S = 10
+_HUNG = (f"your ring did not finish: the GPU had not done it after {HANG_S} s, where a copy takes milliseconds "
+         "and every bounded wait gives up after 1 s - a wait that loops until its barrier completes, on a barrier that "
+         "never does (a wrong byte count, or a phase that does not match)? Wait with mbar_wait_bounded and act on its "
+         "result. It ran in a process of its own, now ended: this notebook's GPU is unharmed")
+
+
 def _copies(run_ring2, rounds):
     """Copy fresh random fp16 tensors into poisoned outputs through ``run_ring2``, every wait bounded."""
     rng = lab_check.rng()
@@ -511,13 +521,18 @@ def _child(path, name, rounds):
     spec = importlib.util.spec_from_file_location(Path(path).stem.split(".")[0], path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    try:
-        outcome = ["pass", _copies(getattr(module, name), rounds)]
-    except AssertionError as e:
-        outcome = ["fail", str(e)]
-    except Exception as e:  # a CUDA error: the context is gone, and with it every later kernel of this process
-        outcome = ["crash", str(e).splitlines()[0] if str(e) else type(e).__name__]
-    print("\n" + json.dumps(outcome), flush=True)
+
+    def outcome():
+        try:
+            return ["pass", _copies(getattr(module, name), rounds)]
+        except AssertionError as e:
+            return ["fail", str(e)]
+        except Exception as e:  # a CUDA error: the context is gone, and with it every later kernel of this process
+            return ["crash", str(e).splitlines()[0] if str(e) else type(e).__name__]
+    done, said = lab_check.finish_or_give_up(outcome, timeout=HANG_S)
+    print("\n" + json.dumps(said if done else ["hang", ""]), flush=True)
+    if not done:
+        os._exit(0)  # the kernel still runs and would hold a normal exit; ending the process stops it
 
 
 def gpu_run(src, rounds=3):
@@ -526,12 +541,16 @@ def gpu_run(src, rounds=3):
     the notebook's or the test worker's. A timeout is reported as such."""
     (path, name), = build(src)
     code = f"from kernels.lessons.l06_tma_by_hand_exercise import _child; _child({path!r}, {name!r}, {rounds})"
-    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         cwd=Path(__file__).resolve().parents[2])
-    try:
+    try:  # the child starts torch in seconds and gives up on a ring after HANG_S: a minute is a last resort
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                             cwd=Path(__file__).resolve().parents[2])
         kind, note = json.loads(run.stdout.strip().splitlines()[-1])
+    except subprocess.TimeoutExpired:
+        kind = "hang"
     except (IndexError, ValueError):
         kind, note = "crash", f"the process ended with code {run.returncode}: {run.stderr.strip()[-300:]}"
+    if kind == "hang":
+        raise AssertionError(_HUNG)
     if kind == "crash":
         raise AssertionError(_CRASHED.format(note))
     if kind == "fail":

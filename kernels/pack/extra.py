@@ -289,7 +289,8 @@ def _smem_answer():
                    + f"; **{fit} stages** ({b.parts()} = {b.model / KiB:.0f} KiB of {b.limit / KiB:.0f})")
     comp = compiled("gemm_pointer")
     return ("\n".join(out) + f"\n\nCheck against a compiled kernel: the course's pointer GEMM at 128 x 256 x 64, "
-            f"3 stages asks **{comp.shared / KiB:.1f} KiB** (`{comp.origin}`): 3 x 48 KiB, as the model says. "
+            f"3 stages asks **{comp.shared / KiB:.1f} KiB** (compiled for sm_90 by Triton {triton.__version__}): 3 x 48 "
+            "KiB, as the model says. "
             "The compiled figure also holds the mbarriers and any buffer the compiler adds, which is why the "
             "course trusts it over the model (`kernels/lab/smem.py`).")
 
