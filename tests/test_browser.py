@@ -149,6 +149,7 @@ def lab(tmp_path_factory):
     port, token = _free_port(), os.urandom(12).hex()
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
                JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+               COURSE_PROGRESS=str(home / "interview.json"),  # the pack's scores: this lab's own file
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     log = open(home / "lab.log", "w")
     server = subprocess.Popen(
@@ -415,6 +416,42 @@ def test_interview_self_test_hides_the_answer_until_asked(lab, browser):
         assert not wire.errors, wire.errors
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         card.screenshot(path=str(ARTIFACTS / "interview_pack-self-test.png"))
+    finally:
+        page.close()
+        _shutdown_kernels(base, token)
+
+
+def test_interview_mock_round_runs_a_clock_and_deals_the_missed_first(lab, browser):
+    """The mock interview as a candidate uses it: a round of nine against a clock that ticks in the browser;
+    an answer scored "missed it" comes first in the next round, marked, from the progress file."""
+    base, token = lab
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    wire = Wire(page)
+    try:
+        _open_and_run_all(page, wire, base, token, "interview_pack.ipynb")
+        card = page.locator(".jp-OutputArea-output:has(button:has-text('New round'))").first
+        card.scroll_into_view_if_needed()
+        from playwright.sync_api import expect
+        expect(card).to_contain_text(re.compile(r"1 / 9 · "), timeout=30_000)
+        time.sleep(3)  # three ticks of the clock
+        text = card.text_content()
+        first = re.search(r"1 / 9 · ([^·]+)·([^·]+)· (\w+)", text)
+        assert first, f"no first card: {text[-400:]!r}"
+        played = card.locator(".widget-hprogress .progress-bar").first.evaluate("b => parseFloat(b.style.width)")
+        assert played > 0, f"the clock did not tick: its bar is {played}% long after 3 s"
+        card.locator("button:has-text('Reveal the answer')").click()
+        wire.settle(page, MOVE_S)
+        card.locator("button:has-text('missed it')").click()
+        wire.settle(page, MOVE_S)
+        assert re.search(r"2 / 9 · ", card.text_content())
+        card.locator("button:has-text('New round')").click()
+        wire.settle(page, MOVE_S)
+        text = card.text_content()
+        again = re.search(r"1 / 9 · ([^·]+)·([^·]+)· (\w+) · missed last time", text)
+        assert again and again.groups() == first.groups(), f"the missed item is not first again: {text[-400:]!r}"
+        assert not wire.errors, wire.errors
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        card.screenshot(path=str(ARTIFACTS / "interview_pack-mock.png"))
     finally:
         page.close()
         _shutdown_kernels(base, token)

@@ -70,7 +70,21 @@ def test_every_item_has_its_answer_folded_under_it(items):
             for lesson in re.findall(r"\blessons? (\d\d)\b", item.answer_md() + item.source):
                 assert pack.lesson_link(lesson) in links, f"{item.key} names lesson {lesson} without a link to it"
     misconceptions = [i for i in items if i.kind == "misconception"]
-    assert misconceptions and all(i.parts()[0] == "False." for i in misconceptions)
+    assert misconceptions and {i.parts()[0] for i in misconceptions} == {"True.", "False."}
+
+
+def test_true_or_false_items_are_balanced_and_a_true_one_names_the_myth_it_corrects(items):
+    """Every lesson's misconception is a false claim: asked only as they are, "False" would always be the answer.
+    Between 40 and 60 percent are asked in a true form; a true form's answer quotes the lesson's claim, so the
+    candidate meets the misconception either way."""
+    asked = [i for i in items if i.kind == "misconception"]
+    true = [i for i in asked if i.parts()[0] == "True."]
+    assert 0.4 <= len(true) / len(asked) <= 0.6, f"{len(true)} of {len(asked)} true"
+    for i in true:
+        assert i.claim not in i.prompt and f'common misconception, "{i.claim}"' in i.answer_md(), i.key
+    for i in asked:
+        if i not in true:
+            assert f'"{i.claim}"' in i.prompt, i.key
 
 
 def test_the_answer_key_stays_folded(items):
@@ -210,3 +224,32 @@ def test_self_test_reveals_only_when_asked(items):
     t.topic.value = "tma"
     t.start()
     assert all(i.topic == "tma" for i in t.deck) and t.scores == []
+
+
+def test_the_mock_interview_deals_the_plan_against_a_clock_and_keeps_what_was_missed(items, tmp_path):
+    """A round holds what MOCK_PLAN asks, no item twice; each score lands in the candidate's progress file; the
+    next round, and the self-test, deal the missed items first and say so; a broken file starts afresh."""
+    path = tmp_path / "progress.json"
+    mock = deck.MockInterview(seed=3, items=items, progress=deck.Progress(path))
+    wanted = {f"{f}={v}": n for (f, v), n in deck.MOCK_PLAN}
+    got = {}
+    for i in mock.deck:
+        key = f"kind={i.kind}" if i.kind in ("whiteboard", "explain") else f"level={i.level}"
+        got[key] = got.get(key, 0) + 1
+    assert got == wanted and len({i.key for i in mock.deck}) == len(mock.deck)
+    assert mock.clock.max == deck.MOCK_MINUTES * 60 and mock.clock.playing
+    assert re.search(rf"0:0\d of {deck.MOCK_MINUTES}:00", mock.header.value), mock.header.value
+    missed, knew = mock.deck[0], mock.deck[1]
+    mock.reveal()
+    mock.score(0.0)
+    mock.reveal()
+    mock.score(1.0)
+    kept = json.loads(path.read_text())["items"]
+    assert kept[missed.key]["last"] == 0.0 and kept[missed.key]["missed"] == 1 and kept[knew.key]["missed"] == 0
+    again = deck.MockInterview(seed=4, items=items, progress=deck.Progress(path))
+    assert again.deck[0] is missed and "missed last time" in again.header.value
+    same_topic = deck.SelfTest(items=[i for i in items if i.topic == missed.topic], seed=5,
+                               progress=deck.Progress(path))
+    assert same_topic.deck[0] is missed and "missed last time" in same_topic.header.value
+    path.write_text("{not json")
+    assert deck.Progress(path).items == {}

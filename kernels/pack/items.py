@@ -6,7 +6,8 @@ rest of the pack: ``extra`` adds the pack's own items, ``card`` the numbers card
 Topic: a lesson's items take its topic (``LESSON_TOPIC``), except the few in ``TOPIC_OVERRIDES``.
 Difficulty (1 warm-up, 2 core, 3 hard), by rule from the question's wording (``difficulty``): a scenario
 to diagnose or a design choice is hard, a "why" or "how" is core, a fact to recall is a warm-up; a
-misconception is a warm-up. ``DIFFICULTY_OVERRIDES`` holds the exceptions. Both tables are keyed by the
+misconception is a warm-up. ``DIFFICULTY_OVERRIDES`` holds the exceptions. A lesson states its misconceptions
+as false claims; ``TRUE_FORMS`` asks about half of them in a true form written by hand. Both tables are keyed by the
 lesson and a few words of the question, and a test fails when a key stops matching exactly one item.
 
 An answer is shown in three parts (``Item.parts``): the short version where it opens with one (a
@@ -64,6 +65,82 @@ DIFFICULTY_OVERRIDES = {
     ("05", "What does `T.Pipelined"): 2,
 }
 
+# (lesson, words of a misconception's claim) -> the claim's true form, written by hand. A lesson lists only false
+# claims; asked as they are, every true-or-false item is "False" and the pattern gives the answer away. About half
+# are asked in their true form instead, each answered from the same lesson text: the misconception it corrects and
+# the lesson's evidence.
+TRUE_FORMS = {
+    ("00", "A GPU is fast because it computes fast"): "A kernel below the ridge point is limited by memory "
+                                                      "bandwidth, not by arithmetic.",
+    ("00", "The datasheet bandwidth is what"): "Even a well-tuned copy reaches only a fraction of the datasheet "
+                                               "bandwidth; plan against the measured ceiling.",
+    ("00", "Latency and bandwidth are the same"): "Latency and bandwidth are linked by Little's law but fixed "
+                                                  "differently.",
+    ("00", "A small array measures the cache"): "A small array measures the cache only if the cache still holds it "
+                                                "when the timing starts.",
+    ("00", "Zeros are fine test data"): "Zeros as test data can hide an output the kernel never wrote.",
+    ("00", "A point above the roof"): "A measured point above the memory roof means caches served some of the bytes "
+                                      "you counted.",
+    ("01", "TMA is needed to stop issuing"): "Vectorised loads alone cut a tile's load count four to eight times, "
+                                             "without TMA.",
+    ("01", "Reading a matrix by columns"): "Reading a row-major matrix by columns moves more bytes across HBM than "
+                                           "reading it by rows.",
+    ("01", "Alignment is the programmer's business"): "The compiler emits 16-byte loads only when it can prove "
+                                                      "alignment from what the launch tells it.",
+    ("01", "num_stages speeds up any kernel"): "num_stages leaves the code of a kernel without a loop unchanged.",
+    ("02", "cp.async is TMA"): "cp.async is per thread: each thread issues its own 16-byte copies and computes their "
+                               "addresses.",
+    ("02", "num_stages pipelines every loop"): "num_stages pipelines the loads that feed tl.dot; another loop needs "
+                                               "tl.range(num_stages=...).",
+    ("02", "Asynchronous copies make a kernel faster"): "With one stage, Triton emits plain loads where more stages "
+                                                        "would use cp.async.",
+    ("02", "Shared memory is free"): "At 48 KiB per stage, five stages of a 128 x 256 x 64 fp16 tile do not fit in "
+                                     "227 KiB of shared memory.",
+    ("03", "Data moved by TMA is ready"): "Data moved by TMA is ready when the mbarrier's phase flips, after the "
+                                          "expected bytes have arrived.",
+    ("03", "A descriptor needs masks"): "A TMA load past a tensor's edge reads zeros and a TMA store past it is "
+                                        "clipped, without any mask.",
+    ("03", "Any tensor can be described"): "A TMA descriptor needs a 16-byte aligned base and strides and a "
+                                           "contiguous last dimension.",
+    ("03", "Device-side and host-side descriptors"): "A host-side descriptor travels as a launch parameter; a "
+                                                     "device-side one is written to global memory by each program.",
+    ("04", "Double buffering doubles the speed"): "Double buffering gains at most (C + M) / max(C, M), which is 2 "
+                                                  "only when compute and load times are equal.",
+    ("04", "Pipelining hides memory time"): "Pipelining hides whichever of compute and memory time is the smaller.",
+    ("04", "Stages are free"): "Each pipeline stage holds a full A tile and B tile in shared memory.",
+    ("04", "Warp specialisation is always on"): "On sm_90, Triton 3.6 left the course's GEMM unchanged when asked "
+                                                "for warp specialisation.",
+    ("04", "A slow small GEMM has a slow kernel"): "At a small GEMM shape the host's work per launch can outlast the "
+                                                   "kernel.",
+    ("05", "`T.copy` means TMA"): "T.copy says only 'move this tile': the compiler picks plain loads, cp.async or "
+                                  "TMA.",
+    ("05", "Warp specialisation has to be written"): "TileLang can build a producer warpgroup from a T.Pipelined "
+                                                     "loop, with no warp specialisation written by hand.",
+    ("05", "Without a GPU there is nothing"): "Without a GPU, nvcc still compiles for sm_90a, so the code a Hopper "
+                                              "GPU runs can be read anywhere.",
+    ("05", "Swizzling is an optional speed trick"): "For wgmma reading from shared memory, the tensor map and the "
+                                                    "wgmma descriptor must name the same swizzle.",
+    ("06", "TMA is a library call"): "A TMA copy is one PTX instruction, issued by one thread.",
+    ("06", "Waiting on the barrier's phase 0"): "A barrier reused by a ring alternates parity each round, so the "
+                                                "wait's phase bit must flip when the ring wraps.",
+    ("06", "Multicast makes loads faster"): "Multicast cuts L2 reads, and can leave a kernel's time where it was.",
+    ("06", "Fewer registers means a slower kernel"): "A TMA producer needs few registers, and setmaxnreg can hand "
+                                                     "the rest to the consumers.",
+    ("07", "A kernel tuned at one shape is tuned"): "A GEMM configuration near cuBLAS at one shape can be far from "
+                                                    "it at another.",
+    ("07", "`do_bench` measures the GPU"): "do_bench measures the GPU only while the host keeps up with it.",
+    ("07", "Wave quantization only matters"): "On 132 SMs, 3072^3 with 128 x 128 tiles is 4.36 waves: about 13% of "
+                                              "SM time idles in the last one.",
+    ("07", "Split-K is free parallelism"): "Each extra split-K slice writes and reads an fp32 partial tile and needs "
+                                           "a final sum.",
+    ("08", "FP8 halves the time of everything"): "FP8 doubles the tensor cores' peak and halves the bytes of A and "
+                                                 "B, but not those of the output.",
+    ("08", "Any layout works"): "For FP8, wgmma reads only K-major operands.",
+    ("08", "FP8 accumulates in FP8"): "An FP8 GEMM on Hopper accumulates in fp32; only its inputs are 8-bit.",
+    ("08", "The kernel's error is FP8's error"): "Against the same e4m3 values an FP8 GEMM is nearly exact; its "
+                                                 "percent-level error comes from quantizing the inputs.",
+}
+
 _HARD = re.compile(r"^(Your|The same|The program says)|went wrong|How would you|When would you|Why might")
 _CORE = re.compile(r"^(Why|How does|How do|Where|What does \S+ free|Host-side or)")
 
@@ -87,6 +164,7 @@ class Item:
     prompt: object
     answer: object
     source: str = ""    # where it comes from, markdown (a link to the lesson for a lesson's item)
+    claim: str = ""     # a misconception's claim as its lesson states it (asked in its true form or as it is)
 
     def _text(self, name):
         v = getattr(self, name)
@@ -182,11 +260,13 @@ def lesson_items(notebooks=NOTEBOOKS):
             if not m:
                 continue
             claim = m.group(1).strip().strip('"“”')
-            prompt = f'True or false, and why: "{claim}"'
+            true = _override(TRUE_FORMS, n, claim)
+            answer = (f'True. It is what is left of a common misconception, "{claim}": {m.group(2).strip()}' if true
+                      else "False. " + m.group(2).strip())
             items.append(Item(f"{n}-m{k}", _override(TOPIC_OVERRIDES, n, claim) or LESSON_TOPIC[n],
                               _override(DIFFICULTY_OVERRIDES, n, claim) or difficulty("misconception", claim),
-                              "misconception", prompt, "False. " + m.group(2).strip(),
-                              f"{link}, misconception {k}"))
+                              "misconception", f'True or false, and why: "{true or claim}"', answer,
+                              f"{link}, misconception {k}", claim))
         for m in _DETAILS.finditer(parts.get("Interview questions", "")):
             k, q, answer = m.group(1), _html_to_md(m.group(2)), m.group(3)
             items.append(Item(f"{n}-q{k}", _override(TOPIC_OVERRIDES, n, q) or LESSON_TOPIC[n],
@@ -199,9 +279,11 @@ def override_matches(items=None):
     """{(table name, key): how many lesson items it matches}; each must match exactly one."""
     items = items if items is not None else lesson_items()
     out = {}
-    for name, table in (("TOPIC_OVERRIDES", TOPIC_OVERRIDES), ("DIFFICULTY_OVERRIDES", DIFFICULTY_OVERRIDES)):
-        for lesson, words in table:
-            out[(name, (lesson, words))] = sum(i.key.startswith(lesson + "-") and words in i.prompt for i in items)
+    for name, table in (("TOPIC_OVERRIDES", TOPIC_OVERRIDES), ("DIFFICULTY_OVERRIDES", DIFFICULTY_OVERRIDES),
+                        ("TRUE_FORMS", TRUE_FORMS)):
+        for lesson, words in table:  # a misconception by its lesson's claim, whichever form it is asked in
+            out[(name, (lesson, words))] = sum(i.key.startswith(lesson + "-") and words in (i.claim or i.prompt)
+                                               for i in items)
     return out
 
 

@@ -23,6 +23,7 @@ PATH = NOTEBOOKS / "interview_pack.ipynb"
 def _intro(items):
     levels = Counter(i.level for i in items)
     kinds = Counter(i.kind for i in items)
+    true = sum(i.kind == "misconception" and i.parts()[0] == "True." for i in items)
     rows = "\n".join(f"| {title} | {sum(i.topic == t for i in items)} |" for t, title in TOPICS.items())
     lessons = sorted(LESSON_TOPIC)
     return f"""# Interview pack: how data reaches Hopper's tensor cores
@@ -30,7 +31,8 @@ def _intro(items):
 Every common misconception and interview question of the {len(lessons)} lessons ({lessons[0]}-{lessons[-1]}),
 gathered by topic, with questions on the topics interviews ask about that the lessons touch only in passing,
 whiteboard problems, and "explain this PTX/SASS" prompts cut from the course's own compiled kernels. {len(items)} items:
-{kinds['question']} questions, {kinds['misconception']} misconceptions ("true or false, and why"),
+{kinds['question']} questions, {kinds['misconception']} "true or false, and why" claims from the lessons' misconceptions
+({true} of them in a true form written by hand, the others false, as the lessons state them),
 {kinds['whiteboard']} whiteboard problems, {kinds['explain']} PTX/SASS listings.
 
 **How to use it.** In JupyterLab, run the first code cell, then the self-test: it deals the items shuffled,
@@ -69,11 +71,21 @@ def _listing(item, n):
 def notebook():
     items = deck.all_items()
     cells = [nbformat.v4.new_markdown_cell(_intro(items)),
-             nbformat.v4.new_code_cell("import kernels\nfrom kernels.pack.deck import SelfTest\n\nkernels.banner()"),
+             nbformat.v4.new_code_cell("import kernels\nfrom kernels.pack.deck import MockInterview, SelfTest\n\n"
+                                       "kernels.banner()"),
              nbformat.v4.new_markdown_cell(card.markdown()),
              nbformat.v4.new_markdown_cell("## Self-test\n\nPick a topic and a level, or take them all; "
                                            "*Start* deals a fresh shuffle."),
-             nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\nSelfTest()")]
+             nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\nSelfTest()"),
+             nbformat.v4.new_markdown_cell(
+                 f"## Mock interview\n\nA {deck.MOCK_MINUTES}-minute round for a kernel role, as a panel might run "
+                 "it: " + ", ".join(f"{n} {LEVELS[v] if f == 'level' else v}" for (f, v), n in deck.MOCK_PLAN)
+                 + " (a PTX/SASS listing to explain), drawn from the whole pack. The clock runs in your browser; "
+                 "the time used shows on every card. Answer aloud, as in the room, then reveal and score yourself "
+                 "honestly against the answer: *partly* when you missed a number or a mechanism it names. Your "
+                 "scores are kept in a file of your own (`~/.gpu-course/interview.json`, or `COURSE_PROGRESS`); "
+                 "the next round, and the self-test above, deal what you missed first, marked *missed last time*."),
+             nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\nMockInterview()")]
     for topic, group in deck.by_topic(items).items():
         lines = [f"## {TOPICS[topic]}"] + [_listing(i, n) for n, i in enumerate(group, 1)]
         cells.append(nbformat.v4.new_markdown_cell("\n\n".join(lines)))
