@@ -193,7 +193,9 @@ def test_whiteboard_answers_are_computed(items):
 @pytest.mark.parametrize("key, marks", [
     ("ex-chase", ["ld.global.cg.b32", "bra"]), ("ex-cp-async", ["cp.async.wait_group 2", "cp.async.commit_group"]),
     ("ex-tma-copy", ["cp.async.bulk.tensor.2d", "mbarrier.try_wait"]), ("ex-tma-sass", ["UTMALDG", "SYNCS"]),
-    ("ex-tma-gemm", ["expect_tx", "wgmma.mma_async"]), ("ex-spill", ["STL"]), ("ex-fp8", ["k32.f32.e4m3.e4m3"])])
+    ("ex-tma-gemm", ["expect_tx", "wgmma.mma_async"]), ("ex-spill", ["STL"]), ("ex-fp8", ["k32.f32.e4m3.e4m3"]),
+    ("ex-wgmma", ["wgmma.fence", "3 more wgmma.mma_async", "wgmma.commit_group", "wgmma.wait_group.sync.aligned 1",
+                  "wgmma.wait_group.sync.aligned 0"])])
 def test_listings_come_from_the_compiled_kernels(items, key, marks):
     prompt = next(i for i in items if i.key == key).prompt_md()
     lines = prompt.split("```")[1].strip().splitlines()

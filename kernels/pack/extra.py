@@ -423,9 +423,9 @@ def whiteboard_items():
 
 # ---- explain this PTX / SASS ----------------------------------------------------------------------
 
-def _explain(key, topic, level, kernel_desc, name, pick, answer):
+def _explain(key, topic, level, kernel_desc, name, pick, answer, ask="What do these lines do?"):
     def prompt():
-        return f"The course compiled {kernel_desc} for sm_90. What do these lines do?\n\n{_code(pick(compiled(name)))}"
+        return f"The course compiled {kernel_desc} for sm_90. {ask}\n\n{_code(pick(compiled(name)))}"
     # the origin says "compiled for sm_90" on every machine: the committed pack is the same generated anywhere
     return Item(key, topic, level, "explain", prompt, lambda: f"*Code: compiled for sm_90 by Triton "
                 f"{triton.__version__}.*\n\n{answer()}", "the course's compiled kernel")
@@ -484,6 +484,48 @@ def _tma_gemm_answer():
             "thread (lesson 04, section 4).")
 
 
+def wgmma_lines(ptx):
+    """The TMA GEMM's wgmma protocol, from its loop's fence to the wait after the loop: each wgmma line and the
+    loop's branch, the first `mma_async` shown and the others counted."""
+    lines = [ln.split("//")[0].strip() for ln in ptx.splitlines()]
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("wgmma.fence"))
+    end = next(i for i in range(start, len(lines)) if lines[i].startswith("wgmma.wait_group.sync.aligned 0"))
+    picked = [ln for ln in lines[start:end + 1] if ln.startswith("wgmma.") or re.match(r"@%p\d+ bra", ln)]
+    mmas = [ln for ln in picked if ln.startswith("wgmma.mma_async")]
+    out = []
+    for ln in picked:
+        if ln is mmas[0]:
+            out += [ln.split("{")[0].strip() + " {acc x 128}, desc_a, desc_b, ...;",
+                    f"... {len(mmas) - 1} more wgmma.mma_async into the same accumulator"]
+        elif not ln.startswith("wgmma.mma_async"):
+            out.append(ln)
+    return _clean(out)
+
+
+def _wgmma_answer():
+    comp = compiled("gemm_tma")
+    mmas = comp.ptx.count("wgmma.mma_async")
+    return ("`wgmma` is asynchronous: the warpgroup issues it and goes on while the tensor cores work, and until a "
+            "wait covers it its accumulator registers belong to the tensor cores.\n\n"
+            "- `wgmma.fence`: the warpgroup's own earlier writes to the registers a `wgmma` reads (the "
+            "accumulator, and A where it comes from registers) are ordered before it; needed before the first "
+            "`wgmma` of each step.\n"
+            f"- `wgmma.mma_async ... m64n256k16`: each multiplies a 64 x 16 slice of A by a 16 x 256 slice of B "
+            f"from shared memory, through their descriptors, into the warpgroup's 64 x 256 fp32 accumulator; "
+            f"the loop's {mmas} cover the 64 of K a stage holds (64 / 16).\n"
+            "- `wgmma.commit_group`: they become one group.\n"
+            "- `wgmma.wait_group 1`: wait until at most one group is still running. The previous step's group is "
+            "done, so the stage it read may be refilled by the next TMA load; this step's group keeps running "
+            "under the loop's next wait and loads. `wait_group 0` would idle the tensor cores at every step.\n"
+            "- after the loop, `wgmma.wait_group 0`: every group done before the epilogue reads the accumulator.\n"
+            "\nWhat breaks without them: reading or writing the accumulator (a scale, a conversion, a store) or "
+            "refilling a stage before the wait that covers the group using it. The PTX ISA makes touching the "
+            "registers of a `wgmma` before its wait undefined (PTX ISA, section 'Asynchronous Warpgroup Level "
+            "Matrix Multiply-Accumulate', `wgmma.wait_group`): nothing says which values are read. It is also "
+            "why a scale applied at every K step costs more than a multiply (lesson 08, misconception 2): touching "
+            "the accumulator at every step needs a `wait_group 0` at every step.")
+
+
 def explain_items():
     return [
         _explain("ex-chase", "memory", 2, "the pointer chase (`latency.chase_kernel`, `.cg` loads)", "chase",
@@ -499,6 +541,9 @@ def explain_items():
                  _tma_sass_answer),
         _explain("ex-tma-gemm", "pipelining", 3, "the TMA GEMM (128 x 256 x 64, 3 stages)", "gemm_tma",
                  lambda c: loop_outline(c.ptx), _tma_gemm_answer),
+        _explain("ex-wgmma", "pipelining", 3, "the TMA GEMM (128 x 256 x 64, 3 stages)", "gemm_tma",
+                 lambda c: wgmma_lines(c.ptx), _wgmma_answer,
+                 ask="What does each of these lines do, and what would break without it?"),
         _explain("ex-spill", "occupancy", 2, "lesson 01's tile copy with a 128 x 256 fp16 tile on one warp", "spill",
                  lambda c: sass_lines(c.sass, r"^(LDG|STL|LDL|STG)", limit=8), _spill_answer),
         _explain("ex-fp8", "fp8", 3, "the TMA GEMM with fp16 operands and again with e4m3 operands", "gemm_tma_fp8",
