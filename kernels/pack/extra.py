@@ -181,42 +181,6 @@ def _profiling_answer():
             "same shows as gaps between kernels on the GPU row while the CPU row is busy.")
 
 
-DECODE = (16, 4096, 4096)  # M, N, K: one decode step of a 4096-wide layer, the shape lesson 07 records
-
-
-def _decode_answer():
-    from .card import measured
-    store, m = results.recorded(), measured()
-    M, N, K = DECODE
-    rec = {n: next(r for r in store.select("07", "best", n, shape=DECODE) if r["dtype"] == "float16")
-           for n in ("cublas_gemm", "gemm_best", "gemm_lesson04")}
-    us = {n: r["ms"] * 1e3 for n, r in rec.items()}
-    flops, nbytes = 2 * M * N * K, (M * K + K * N + M * N) * 2
-    floor_us = nbytes / (m["hbm_tbps"] * 1e12) * 1e6
-    best, l04cfg = rec["gemm_best"]["config"], rec["gemm_lesson04"]["config"]
-    tiles = {n: gemm_tiles(DECODE, c["BLOCK_M"], c["BLOCK_N"]) for n, c in (("best", best), ("l04", l04cfg))}
-    of_roof = lambda t: nbytes / (t * 1e-6) / (m["hbm_tbps"] * 1e12)  # noqa: E731
-    return (f"In short: it is a bandwidth problem. {flops / nbytes:.0f} FLOP per byte is far below the ridge, so "
-            f"the floor is the weight's bytes over HBM's bandwidth; a GEMM tuned for big squares leaves most SMs "
-            f"idle here.\n\n"
-            f"- The work: {flops / 1e9:.2f} GFLOP; the bytes: (M K + K N + M N) x 2 = {nbytes / 1e6:.1f} MB, "
-            f"{K * N * 2 / nbytes:.0%} of it the weight. **{flops / nbytes:.0f} FLOP/B** against a measured ridge of "
-            f"{m['gemm_tflops'] / m['hbm_tbps']:.0f} (the numbers card).\n"
-            f"- The floor: {nbytes / 1e6:.1f} MB at the measured {m['hbm_tbps']:.2f} TB/s is **{floor_us:.1f} us**; "
-            f"the arithmetic alone would take {flops / (m['gemm_tflops'] * 1e12) * 1e6:.1f} us.\n"
-            f"- Measured ({store.label}): cuBLAS **{us['cublas_gemm']:.1f} us**: it moves the bytes at "
-            f"{of_roof(us['cublas_gemm']):.0%} of the measured bandwidth; lesson 04's kernel, tuned at large squares ({l04cfg['BLOCK_M']} x "
-            f"{l04cfg['BLOCK_N']} tiles), {us['gemm_lesson04']:.1f} us: {tiles['l04']} tiles for {SMS} SMs, and "
-            f"{M} of each tile's {l04cfg['BLOCK_M']} rows hold data; lesson 07's search picks "
-            f"{best['BLOCK_M']} x {best['BLOCK_N']} x {best['BLOCK_K']} tiles with K split over more programs "
-            f"(`{best['kernel']}`): {us['gemm_best']:.1f} us, with cuBLAS.\n"
-            "- What to change: more programs pulling bytes at once (narrow N tiles, split-K with an fp32 sum; "
-            "lesson 07), enough bytes in flight per SM (stages; lesson 07, section 6), and an M tile no taller "
-            "than needed (64: one warpgroup's `wgmma` covers 64 rows). Swap-AB goes further: compute C^T = B^T A^T, so that N = 4096 fills "
-            "`wgmma`'s 64-row side and M = 16 becomes its n, which may be any multiple of 8 up to 256 (PTX ISA, "
-            "`wgmma.mma_async` shapes). The course has not measured swap-AB: for this shape it is a hypothesis.")
-
-
 ADDED = [
     # occupancy and register pressure
     ("occupancy", 1, "What is occupancy, and what limits it on Hopper?",
@@ -267,9 +231,6 @@ ADDED = [
      "fast each tile is. Split K: with 16 splits there are 128 work items of 4,096-deep K loops, the partial "
      "results (8 x 16 fp32 tiles) reduced afterwards; or a smaller tile; or stream-K. The whiteboard "
      "problem on waves computes the same kind of count."),
-    ("waves", 3, f"A decode step multiplies a {DECODE[0]} x {DECODE[2]} fp16 activation by a {DECODE[2]} x "
-     f"{DECODE[1]} fp16 weight (M = {DECODE[0]}, N = K = {DECODE[1]}) on an H200. What bounds its time, how close "
-     "does cuBLAS get, and what would you change in a GEMM tuned for 8192^3?", _decode_answer),
     # FP8
     ("fp8", 1, "What FP8 formats does Hopper's tensor core support?",
      "Two: **e4m3** (4 exponent bits, 3 mantissa bits: more precision, largest value 448) and **e5m2** "

@@ -4,11 +4,13 @@ it comes from), the topics and levels, and every misconception and interview que
 rest of the pack: ``extra`` adds the pack's own items, ``card`` the numbers card, ``deck`` deals them all.
 
 Topic: a lesson's items take its topic (``LESSON_TOPIC``), except the few in ``TOPIC_OVERRIDES``.
-Difficulty (1 warm-up, 2 core, 3 hard), by rule from the question's wording (``difficulty``): a scenario
-to diagnose or a design choice is hard, a "why" or "how" is core, a fact to recall is a warm-up; a
-misconception is a warm-up. ``DIFFICULTY_OVERRIDES`` holds the exceptions. A lesson states its misconceptions
-as false claims; ``TRUE_FORMS`` asks about half of them in a true form written by hand. Both tables are keyed by the
-lesson and a few words of the question, and a test fails when a key stops matching exactly one item.
+Level (1 warm-up, 2 core, 3 hard), by one rubric (``RUBRIC``): a definition or a fact to recall is a warm-up;
+a mechanism, with its number where it has one, is core; a diagnosis or a design trade-off made from data is
+hard. Every lesson question's level is assigned by hand in ``QUESTION_LEVELS`` (keyed by the item and the
+question's first words: a test fails when a lesson renumbers or rewords one); a true-or-false claim is a
+warm-up. A lesson states its misconceptions as false claims; ``TRUE_FORMS`` asks about half of them in a true
+form written by hand. The tables keyed by a lesson and a few words fail a test when a key stops matching
+exactly one item.
 
 An answer is shown in three parts (``Item.parts``): the short version where it opens with one (a
 misconception's "False.", a "No."), the evidence, and the lessons it comes from, as links."""
@@ -56,14 +58,90 @@ TOPIC_OVERRIDES = {
     ("05", "swizzled into shared memory"): "banks",
     ("05", "Swizzling is an optional"): "banks",
 }
-# (lesson, words) -> level, where the rule in ``difficulty`` misjudges a question
-DIFFICULTY_OVERRIDES = {
-    ("00", "What is the arithmetic intensity of a BM x BN"): 2,
-    ("01", "How many load instructions does a 128 x 64"): 2,
-    ("03", "Which alignment rules does TMA impose"): 2,
-    ("04", "Write the time of a double-buffered loop"): 2,
-    ("05", "What does `T.Pipelined"): 2,
+RUBRIC = {1: "a definition or a fact to recall", 2: "a mechanism, with its number where it has one",
+          3: "a diagnosis or a design trade-off made from data"}
+# every lesson question: (level by RUBRIC, assigned by hand; the first words of the question)
+QUESTION_LEVELS = {
+    "00-q1": (1, 'What is the ridge point'),
+    "00-q2": (2, 'How would you measure HBM'),
+    "00-q3": (3, 'Your L2 latency benchmark reports'),
+    "00-q4": (2, 'How many bytes must be'),
+    "00-q5": (1, 'A copy of a 512'),
+    "00-q6": (2, 'Why time with a median'),
+    "00-q7": (2, 'What is the arithmetic intensity'),
+    "00-q8": (1, 'What does the mask of'),
+    "01-q1": (2, 'What does `tl.load` of a'),
+    "01-q2": (2, 'Why is a one-element-per-thread copy'),
+    "01-q3": (1, 'What is coalescing, and what'),
+    "01-q4": (3, 'Why might the same Triton'),
+    "01-q5": (2, 'How many load instructions does'),
+    "01-q6": (1, 'Does `num_stages` change a copy'),
+    "01-q7": (2, 'Why does a huge tile'),
+    "02-q1": (1, 'What does `cp.async` do that'),
+    "02-q2": (2, 'What does `cp.async.wait_group 2` mean'),
+    "02-q3": (2, 'How does Triton decide to'),
+    "02-q4": (2, 'How much shared memory does'),
+    "02-q5": (2, 'Why does a 1-stage GEMM'),
+    "02-q6": (3, 'When would you stop adding'),
+    "02-q7": (1, 'Is cp.async still used on'),
+    "03-q1": (1, 'What is in a TMA'),
+    "03-q2": (2, 'How does a kernel know'),
+    "03-q3": (2, 'Host-side or device-side descriptor: what'),
+    "03-q4": (2, 'Which alignment rules does TMA'),
+    "03-q5": (3, 'Why is a one-stage TMA'),
+    "03-q6": (2, 'Where does TMA not help?'),
+    "03-q7": (2, 'How does a TMA-based kernel'),
+    "03-q8": (2, 'What does TMA free up,'),
+    "03-q9": (3, "Why did the article's TMA"),
+    "04-q1": (2, 'Write the time of a'),
+    "04-q2": (2, 'What is the largest speed-up'),
+    "04-q3": (3, 'How would you measure C'),
+    "04-q4": (2, 'Why can more than two'),
+    "04-q5": (2, 'What does the compiler build'),
+    "04-q6": (2, 'What does a persistent kernel'),
+    "04-q7": (2, 'Why store the output through'),
+    "04-q8": (3, 'Where do stages stop paying,'),
+    "04-q9": (3, 'Your TMA GEMM ties cuBLAS'),
+    "05-q1": (2, 'What does `T.Pipelined(num_stages=3)` become on'),
+    "05-q2": (3, 'The program says 256 threads;'),
+    "05-q3": (2, 'Why is B loaded as'),
+    "05-q4": (2, 'What is `fence_proxy_async` doing before'),
+    "05-q5": (2, 'How do you check whether'),
+    "05-q6": (3, 'When would you reach for'),
+    "05-q7": (2, 'Why not a 256 x'),
+    "05-q8": (3, 'The same TileLang GEMM with'),
+    "05-q9": (2, 'Why does the TMA engine'),
+    "06-q1": (2, 'Which instructions make up a'),
+    "06-q2": (2, 'What is the phase bit,'),
+    "06-q3": (3, 'The expect-tx count is 16'),
+    "06-q4": (2, 'Why is the tensor map'),
+    "06-q5": (2, 'Why may the inner box'),
+    "06-q6": (2, 'A warp reads one fp16'),
+    "06-q7": (2, 'What does `setmaxnreg` do, and'),
+    "06-q8": (2, 'What does TMA multicast save,'),
+    "06-q9": (2, 'An interviewer says the A100'),
+    "07-q1": (2, 'Why does one GEMM configuration'),
+    "07-q2": (2, 'What is wave quantization? Compute'),
+    "07-q3": (3, 'At 3072³, 128x256 has more'),
+    "07-q4": (2, "Split-K, stream-K, and the course's"),
+    "07-q5": (3, 'A Triton GEMM is 3x'),
+    "07-q6": (2, 'Why does do_bench hide host'),
+    "07-q7": (2, 'What does triton.autotune do, and'),
+    "07-q8": (2, 'Why is GROUP_M not part'),
+    "07-q9": (3, 'For a decode-like GEMM with'),
+    "07-q10": (3, 'Your TMA copy of a'),
+    "08-q1": (1, 'What are e4m3 and e5m2,'),
+    "08-q2": (2, 'Why does an FP8 GEMM'),
+    "08-q3": (2, 'Why is B stored transposed'),
+    "08-q4": (2, 'What happens if you hand'),
+    "08-q5": (2, 'How does BLOCK_K change from'),
+    "08-q6": (1, 'What is "fast accumulation" in'),
+    "08-q7": (2, 'What does FP8 change in'),
+    "08-q8": (2, 'How would you check that'),
+    "08-q9": (2, 'Why compare against _scaled_mm with'),
+    "08-q10": (3, 'Why does FP8 gain less'),
 }
+
 
 # (lesson, words of a misconception's claim) -> the claim's true form, written by hand. A lesson lists only false
 # claims; asked as they are, every true-or-false item is "False" and the pattern gives the answer away. About half
@@ -140,18 +218,6 @@ TRUE_FORMS = {
     ("08", "The kernel's error is FP8's error"): "Against the same e4m3 values an FP8 GEMM is nearly exact; its "
                                                  "percent-level error comes from quantizing the inputs.",
 }
-
-_HARD = re.compile(r"^(Your|The same|The program says)|went wrong|How would you|When would you|Why might")
-_CORE = re.compile(r"^(Why|How does|How do|Where|What does \S+ free|Host-side or)")
-
-
-def difficulty(kind, prompt):
-    if kind == "misconception":
-        return 1
-    if _HARD.search(prompt):
-        return 3
-    return 2 if _CORE.search(prompt) else 1
-
 
 @dataclass
 class Item:
@@ -264,13 +330,13 @@ def lesson_items(notebooks=NOTEBOOKS):
             answer = (f'True. It is what is left of a common misconception, "{claim}": {m.group(2).strip()}' if true
                       else "False. " + m.group(2).strip())
             items.append(Item(f"{n}-m{k}", _override(TOPIC_OVERRIDES, n, claim) or LESSON_TOPIC[n],
-                              _override(DIFFICULTY_OVERRIDES, n, claim) or difficulty("misconception", claim),
+                              1,
                               "misconception", f'True or false, and why: "{true or claim}"', answer,
                               f"{link}, misconception {k}", claim))
         for m in _DETAILS.finditer(parts.get("Interview questions", "")):
             k, q, answer = m.group(1), _html_to_md(m.group(2)), m.group(3)
             items.append(Item(f"{n}-q{k}", _override(TOPIC_OVERRIDES, n, q) or LESSON_TOPIC[n],
-                              _override(DIFFICULTY_OVERRIDES, n, q) or difficulty("question", q),
+                              QUESTION_LEVELS[f"{n}-q{k}"][0],
                               "question", q, answer.strip(), f"{link}, question {k}"))
     return items
 
@@ -279,12 +345,19 @@ def override_matches(items=None):
     """{(table name, key): how many lesson items it matches}; each must match exactly one."""
     items = items if items is not None else lesson_items()
     out = {}
-    for name, table in (("TOPIC_OVERRIDES", TOPIC_OVERRIDES), ("DIFFICULTY_OVERRIDES", DIFFICULTY_OVERRIDES),
-                        ("TRUE_FORMS", TRUE_FORMS)):
+    for name, table in (("TOPIC_OVERRIDES", TOPIC_OVERRIDES), ("TRUE_FORMS", TRUE_FORMS)):
         for lesson, words in table:  # a misconception by its lesson's claim, whichever form it is asked in
             out[(name, (lesson, words))] = sum(i.key.startswith(lesson + "-") and words in (i.claim or i.prompt)
                                                for i in items)
     return out
+
+
+def level_mismatches(items=None):
+    """The lesson questions whose QUESTION_LEVELS entry is missing or names other words; none is right."""
+    items = items if items is not None else lesson_items()
+    questions = {i.key: i.prompt for i in items if i.kind == "question" and re.fullmatch(r"\d\d-q\d+", i.key)}
+    return sorted({k for k, q in questions.items() if k not in QUESTION_LEVELS or
+                   " ".join(q.split()).find(QUESTION_LEVELS[k][1]) != 0} | (set(QUESTION_LEVELS) - set(questions)))
 
 
 def waves(tiles, sms=SMS):

@@ -46,11 +46,10 @@ that lesson's. Every figure in a worked answer is computed by the course's code 
 every other claim names its source. The *numbers to know* card below is the one table to learn by heart.
 On the website, this page also comes as one printable HTML file with every answer open.
 
-**Levels.** *warm-up*: a fact to recall; *core*: a why or a how; *hard*: a scenario to diagnose, a
-measurement or a design to choose. A lesson's question gets its level from its wording (a scenario or
-"how would you" is hard, a "why" or "how does" is core, the rest warm-up; every misconception is a
-warm-up), a few by hand (`DIFFICULTY_OVERRIDES` in `kernels/pack/items.py`).
-Warm-up {levels[1]}, core {levels[2]}, hard {levels[3]}.
+**Levels**, by one rubric: *warm-up*, a definition or a fact to recall; *core*, a mechanism, with its number
+where it has one; *hard*, a diagnosis or a design trade-off made from data. Every question's level is assigned
+by hand (`QUESTION_LEVELS` in `kernels/pack/items.py` for the lessons' questions); a true-or-false claim is a
+warm-up. Warm-up {levels[1]}, core {levels[2]}, hard {levels[3]}.
 
 | topic | items |
 |---|---|
