@@ -18,6 +18,10 @@ import triton  # noqa: E402
 
 from .lab import alloc  # noqa: E402
 
+if INTERPRET:  # the interpreter's float arguments typed as a launch types them (triton_internals says why)
+    from .lab.triton_internals import interpret_float_arguments_as_fp32
+    interpret_float_arguments_as_fp32()
+
 _MODE_TEXT = {
     "hopper": "Hopper GPU: every kernel, measurement and widget runs live",
     "gpu": "CUDA GPU without TMA: kernels run live; TMA evidence is sm_90 code compiled ahead of time",

@@ -60,3 +60,26 @@ def kernel_source(py_fn, seen=None):
             seen[name] = f"{name} = tl.constexpr({val.value!r})\n"
     seen[py_fn.__name__] = textwrap.dedent(inspect.getsource(py_fn))
     return seen
+
+
+def interpret_float_arguments_as_fp32():
+    """Make Triton's interpreter pass a Python float argument to a kernel as an fp32 scalar, as a compiled launch
+    does (its signature type is fp32). Triton 3.6's interpreter passes the bare Python float, which its type rules
+    treat as a literal: ``alpha * f`` of an fp16 tile stays fp16 there, where compiled for sm_90 the fp32 argument
+    promotes it to fp32 (TTIR ``arith.mulf ... tensor<..xf32>``, checked here with Triton 3.6.0, 2026-12-02) - so
+    an answer right on the GPU failed in CPU mode. Literals inside a kernel keep their rule in both."""
+    require()
+    import numpy as np
+    from triton.runtime import interpreter
+
+    if getattr(interpreter._implicit_cvt, "course_patched", False):
+        return
+    original = interpreter._implicit_cvt
+
+    def implicit_cvt(arg):
+        if isinstance(arg, float):
+            return triton.language.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.float32),
+                                                                   triton.language.float32), triton.language.float32)
+        return original(arg)
+    implicit_cvt.course_patched = True
+    interpreter._implicit_cvt = implicit_cvt

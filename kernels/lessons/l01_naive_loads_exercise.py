@@ -37,9 +37,9 @@ def _likely(out, ref, err):
                 "program_id(0) * BLOCK_M ... + BLOCK_M - 1 and program_id(1) the columns likewise; check that the "
                 "offsets give every program its own tile")
     if not off.any() and err < 2e-3:
-        return (" - errors the size of fp16 rounding: part of the arithmetic ran in fp16. A scalar does not "
-                "promote a tensor in Triton (nor in PyTorch): alpha * f stays fp16 unless f is converted to "
-                "fp32 first; and keep h in fp32")
+        return (" - errors the size of fp16 rounding: part of the arithmetic ran in fp16. alpha is an fp32 "
+                "argument, so alpha * f is fp32 already; a .to(tl.float16) on the way, or f scaled by a literal (a "
+                "Python number keeps f's fp16), rounds it: keep h + alpha * f in fp32")
     return ""
 
 

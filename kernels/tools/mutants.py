@@ -531,14 +531,16 @@ def summary(results):
 
 def fingerprint(number):
     """What the report of an exercise depends on: its solution notebook, its check's module, the checks' library
-    (check.py, and trace.py, which reads the interpreter's loads and stores) and this tester."""
+    (check.py; trace.py, which reads the interpreter's loads and stores; triton_internals.py, which types the
+    interpreter's float arguments) and this tester."""
     _, nb = solution(number)
     module, = ROOT.glob(f"kernels/lessons/l{number}_*_exercise.py")
     digest = hashlib.sha256()
     for cell in nb.cells:  # the code only: outputs (a re-run on another machine) change no mutant's outcome
         if cell.cell_type == "code":
             digest.update(cell.source.encode())
-    for p in (module, ROOT / "kernels/lab/check.py", ROOT / "kernels/lab/trace.py", Path(__file__)):
+    for p in (module, ROOT / "kernels/lab/check.py", ROOT / "kernels/lab/trace.py",
+              ROOT / "kernels/lab/triton_internals.py", Path(__file__)):
         digest.update(p.read_bytes())
     return digest.hexdigest()[:16]
 
