@@ -339,3 +339,13 @@ def test_ex08_tiles_loaded_and_never_multiplied_are_not_taken_for_the_stub():
         assert not passed and "nothing accumulates into acc in the K loop" in text, text
     else:
         assert not passed and "not attempted" in text, text
+
+
+def test_ex08_shapes_leave_a_k_loop_bounded_by_m_or_n_short():
+    """A K loop to tl.cdiv(M, BLOCK_K) or tl.cdiv(N, BLOCK_K) must stop early on every shape the check draws, or it
+    passes: with K from 144 and BLOCK_K = 128, a loop to cdiv(M, BLOCK_K) ran K's two steps (caught by the report's
+    sample test in CI). And K is never a multiple of BLOCK_K: the last K box always runs past K."""
+    steps = lambda n: -(-n // ex08.TILE[2])  # noqa: E731
+    for _ in range(500):
+        M, N, K = ex08._shape()
+        assert steps(K) > max(steps(M), steps(N)) and K % ex08.TILE[2], (M, N, K)

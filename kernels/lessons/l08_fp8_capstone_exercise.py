@@ -17,9 +17,11 @@ CODE_TILE, CODE_STAGES = (128, 256, 128), 3  # what the compiled code is read at
 
 
 def _shape():
-    """A ragged M x N x K: N a multiple of 8 (16-byte rows of the fp16 C), K of 16 (16-byte rows of e4m3),
-    K not a multiple of BLOCK_K (the last K box runs past K: TMA fills it with zeros)."""
-    return random.randint(70, 200), 8 * random.randint(9, 30), 16 * random.randint(9, 30)
+    """A ragged M x N x K: N a multiple of 8 (16-byte rows of the fp16 C), K of 16 (16-byte rows of e4m3) but not
+    of BLOCK_K (the last K box runs past K: TMA fills it with zeros), and K's steps of BLOCK_K (3 or 4) more than
+    M's or N's tiles of that size (1 or 2): a K loop bounded by M or N stops early and shows in the values (with
+    K from 144, a loop to cdiv(M, BLOCK_K) ran K's two steps and passed)."""
+    return random.randint(70, 200), 8 * random.randint(9, 30), 16 * random.choice([r for r in range(17, 31) if r % 8])
 
 
 def _operands(M, N, K):
