@@ -1,6 +1,9 @@
 """Exercise 03's check, fed the wrong answers learners write for a whole linear layer through tensor
 descriptors (y = x @ W^T + b, W stored N x K, no masks): each must say what kind of wrong it is and where,
 or what the compiled code lacks. The launcher is the exercise's own; only the kernel is wrong."""
+import random
+
+import pytest
 import triton
 import triton.language as tl
 
@@ -437,3 +440,44 @@ def _host_rows_by_block_n(x_desc, w_desc, b_desc, y_desc, M, N, K,
 def test_ex03_stretch_a_row_offset_in_block_n_fails_on_the_tall_shape():
     passed, text = report(ex03.stretch, _host(_host_rows_by_block_n), _host_rows_by_block_n)
     assert "FAIL  host descriptors: values" in text, text
+
+
+def test_ex03_ragged_shapes_tell_m_n_and_k_apart():
+    """On every draw, each pair of M, N and K differs in its steps of BLOCK_K and in its tiles, on some shape: a K
+    loop, a bound or a tile count written with the wrong size cannot pass."""
+    rng = random.Random()
+    steps = lambda n, b: -(-n // b)  # noqa: E731
+    for _ in range(500):
+        shapes = ex03.ragged_shapes(rng)
+        for b in (ex03.TILE[2], ex03.TILE[0], ex03.TILE[1]):
+            for i, j in ((0, 1), (0, 2), (1, 2)):
+                assert any(steps(s[i], b) != steps(s[j], b) for s in shapes), (shapes, b, i, j)
+        assert all(s[1] % 8 == 0 for s in shapes)
+
+
+# ---- W's descriptor given M rows in place of N: too far on one shape, too short on another -------------
+
+@triton.jit
+def _w_rows_m(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, stride_xm, stride_wn, stride_ym,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    tiles_n = tl.cdiv(N, BLOCK_N)
+    off_m = (tl.program_id(0) // tiles_n) * BLOCK_M
+    off_n = (tl.program_id(0) % tiles_n) * BLOCK_N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    x_desc = tl.make_tensor_descriptor(x_ptr, [M, K], [stride_xm, 1], [BLOCK_M, BLOCK_K])
+    w_desc = tl.make_tensor_descriptor(w_ptr, [M, K], [stride_wn, 1], [BLOCK_N, BLOCK_K])  # <- M rows, not N
+    b_desc = tl.make_tensor_descriptor(b_ptr, [N], [1], [BLOCK_N])
+    y_desc = tl.make_tensor_descriptor(y_ptr, [M, N], [stride_ym, 1], [BLOCK_M, BLOCK_N])
+    for k in range(0, tl.cdiv(K, BLOCK_K)):
+        acc = tl.dot(x_desc.load([off_m, k * BLOCK_K]), tl.trans(w_desc.load([off_n, k * BLOCK_K])), acc)
+    acc += b_desc.load([off_n])[None, :].to(tl.float32)
+    y_desc.store([off_m, off_n], acc.to(y_ptr.dtype.element_ty))
+
+
+@pytest.mark.skipif(not INTERPRET, reason="the bound is read from the interpreter's trace")
+def test_ex03_a_descriptor_with_the_wrong_size_is_named_whichever_shape_comes_first():
+    """On the shape where M is far larger than N, W's lanes run to the tile's end and the size is ambiguous; the
+    check says that only after the shape where M falls short of N, which names it."""
+    for _ in range(2):
+        passed, text = _check(_w_rows_m)
+        assert not passed and "the descriptor of W has shape" in text and "shape [N, K]: M in place of N" in text, text
