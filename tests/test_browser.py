@@ -384,6 +384,17 @@ def test_dropdown_explorers_redraw_on_every_choice(lab, browser):
         _shutdown_kernels(base, token)
 
 
+def _pack_widget(page, wire, base, token, button, first):
+    """The interview pack opened and run, and the output of the widget with ``button``, once its first card
+    (text matching ``first``) is drawn."""
+    from playwright.sync_api import expect
+    _open_and_run_all(page, wire, base, token, "interview_pack.ipynb")
+    card = page.locator(f".jp-OutputArea-output:has(button:has-text('{button}'))").first
+    card.scroll_into_view_if_needed()  # JupyterLab draws only the cells in view
+    expect(card).to_contain_text(re.compile(first), timeout=30_000)  # the widget drawn
+    return card
+
+
 def test_interview_self_test_hides_the_answer_until_asked(lab, browser):
     """The interview pack's self-test as a candidate uses it: a question shows, no answer anywhere on the
     page; Reveal shows the answer and unlocks the scores; a score deals the next card and counts."""
@@ -391,13 +402,9 @@ def test_interview_self_test_hides_the_answer_until_asked(lab, browser):
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     wire = Wire(page)
     try:
-        _open_and_run_all(page, wire, base, token, "interview_pack.ipynb")
-        card = page.locator(".jp-OutputArea-output:has(button:has-text('Reveal the answer'))").first
+        card = _pack_widget(page, wire, base, token, "Reveal the answer", r"1 / \d+ · ")
         reveal = card.locator("button:has-text('Reveal the answer')")
         knew = card.locator("button:has-text('knew it')")
-        card.scroll_into_view_if_needed()  # JupyterLab draws only the cells in view
-        from playwright.sync_api import expect
-        expect(card).to_contain_text(re.compile(r"1 / \d+ · "), timeout=30_000)  # the widget drawn
         text = card.text_content()
         first = re.search(r"1 / (\d+) · [^·]+·[^·]+· \w+(.+?)Think it through", text, re.S)
         assert first and first.group(2).strip(), f"no question on the card: {text[-400:]!r}"
@@ -428,11 +435,7 @@ def test_interview_mock_round_runs_a_clock_and_deals_the_missed_first(lab, brows
     page = browser.new_page(viewport={"width": 1280, "height": 1000})
     wire = Wire(page)
     try:
-        _open_and_run_all(page, wire, base, token, "interview_pack.ipynb")
-        card = page.locator(".jp-OutputArea-output:has(button:has-text('New round'))").first
-        card.scroll_into_view_if_needed()
-        from playwright.sync_api import expect
-        expect(card).to_contain_text(re.compile(r"1 / 9 · "), timeout=30_000)
+        card = _pack_widget(page, wire, base, token, "New round", r"1 / 9 · ")
         time.sleep(3)  # three ticks of the clock
         text = card.text_content()
         first = re.search(r"1 / 9 · ([^·]+)·([^·]+)· (\w+)", text)
