@@ -12,6 +12,7 @@ and lesson 06's dropdown explorers, every choice of every dropdown.
 Skipped only when Chromium or Playwright are missing; with COURSE_BROWSER_TEST=1 (set by .ci/run)
 a missing one fails instead. A screenshot of each lesson's widget after a slider move is kept under
 test-artifacts/browser/ (git-ignored), with a JSON summary of every move."""
+import contextlib
 import json
 import os
 import re
@@ -188,6 +189,18 @@ def browser():
         b.close()
 
 
+@contextlib.contextmanager
+def _lab_page(browser, base, token):
+    """A page of its own on the lab and the websocket watch over it (page, wire); closed, and every kernel it
+    started shut down, however the test ends."""
+    page = browser.new_page(viewport={"width": 1280, "height": 1000})
+    try:
+        yield page, Wire(page)
+    finally:
+        page.close()
+        _shutdown_kernels(base, token)
+
+
 def _shutdown_kernels(base, token):
     for session in json.load(urllib.request.urlopen(f"{base}/api/sessions?token={token}")):
         req = urllib.request.Request(f"{base}/api/sessions/{session['id']}?token={token}", method="DELETE")
@@ -263,80 +276,78 @@ def test_widget_redraws_after_every_slider_move(lab, browser, path):
     for old in ARTIFACTS.glob(f"{path.stem}*"):
         old.unlink()
     print(f"screenshots and move log: {ARTIFACTS}")
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    wire = Wire(page)
     log, t0 = {"notebook": path.name, "moves": []}, time.monotonic()
-    try:
-        # a workspace of its own: the default one remembers the lessons opened before and reopens them all
-        # (a kernel each) beside this one, which once left "run all" waiting on another notebook
-        page.goto(f"{base}/lab/workspaces/{path.stem}/tree/notebooks/{path.name}?token={token}")
-        page.wait_for_function(KERNEL_IDLE, timeout=RUN_ALL_S * 1000, polling=250)
-        wire.settle(page, RUN_ALL_S)
-        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
-        page.wait_for_function(f"() => {NOTEBOOK}.content.widgets.filter(c => c.model.type === 'code')"
-                               f".every(c => c.model.executionCount !== null) || {NOTEBOOK}.content.widgets"
-                               f".some(c => (c.model.outputs ? c.model.outputs.toJSON() : [])"
-                               f".some(o => o.output_type === 'error'))", timeout=RUN_ALL_S * 1000, polling=500)
-        wire.settle(page, RUN_ALL_S)
-        log["run_all_s"] = round(time.monotonic() - t0, 1)
-        assert wire.replies and set(wire.replies) == {"ok"}, f"a cell failed: {wire.errors}"
-        assert not wire.errors, f"kernel errors while running all cells: {wire.errors}"
+    with _lab_page(browser, base, token) as (page, wire):
+        try:
+            # a workspace of its own: the default one remembers the lessons opened before and reopens them all
+            # (a kernel each) beside this one, which once left "run all" waiting on another notebook
+            page.goto(f"{base}/lab/workspaces/{path.stem}/tree/notebooks/{path.name}?token={token}")
+            page.wait_for_function(KERNEL_IDLE, timeout=RUN_ALL_S * 1000, polling=250)
+            wire.settle(page, RUN_ALL_S)
+            page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+            page.wait_for_function(f"() => {NOTEBOOK}.content.widgets.filter(c => c.model.type === 'code')"
+                                   f".every(c => c.model.executionCount !== null) || {NOTEBOOK}.content.widgets"
+                                   f".some(c => (c.model.outputs ? c.model.outputs.toJSON() : [])"
+                                   f".some(o => o.output_type === 'error'))", timeout=RUN_ALL_S * 1000, polling=500)
+            wire.settle(page, RUN_ALL_S)
+            log["run_all_s"] = round(time.monotonic() - t0, 1)
+            assert wire.replies and set(wire.replies) == {"ok"}, f"a cell failed: {wire.errors}"
+            assert not wire.errors, f"kernel errors while running all cells: {wire.errors}"
 
-        area = page.locator(".jp-OutputArea-output:has(.widget-slider)")
-        assert area.count() == 1, f"expected one widget with sliders, found {area.count()}"
-        area.scroll_into_view_if_needed()  # JupyterLab draws only the cells in view: labels off-screen read empty
-        out = area.locator(".widget-output")
-        sliders = area.locator(".widget-slider")
-        names = [s.locator(".widget-label").text_content().strip() for s in sliders.all()]  # drawn or not
-        problems, shots = [], []
+            area = page.locator(".jp-OutputArea-output:has(.widget-slider)")
+            assert area.count() == 1, f"expected one widget with sliders, found {area.count()}"
+            area.scroll_into_view_if_needed()  # JupyterLab draws only the cells in view: labels off-screen read empty
+            out = area.locator(".widget-output")
+            sliders = area.locator(".widget-slider")
+            names = [s.locator(".widget-label").text_content().strip() for s in sliders.all()]  # drawn or not
+            problems, shots = [], []
 
-        def move(n, keys, target):
-            """Press ``keys`` on slider ``n`` without waiting in between, wait for the kernel, check."""
-            slider = sliders.nth(n)
-            handle, before = slider.locator(".noUi-handle"), out.inner_html()
-            handle.focus()
-            for key in keys:
-                handle.press(key)
-            wire.settle(page, MOVE_S)
-            index = int(float(handle.get_attribute("aria-valuenow")))
-            assert index == target, f"{names[n]}: pressed {keys}, slider at {index}, wanted {target}"
-            cfg = {name: _coerce(_slider_value(s)) for name, s in zip(names, sliders.all())}
-            found = look(out, lesson, cfg)
-            if out.inner_html() == before:
-                found.append("the output did not change")
-            errors, wire.errors = wire.errors, []
-            found += [f"kernel error message: {e}" for e in errors]
-            refused = "cannot run " in out.inner_text()
-            log["moves"].append({"slider": names[n], "keys": keys, "config": cfg, "refused": refused,
-                                 "figures": out.locator("img").count(), "problems": found})
-            problems.extend(f"{names[n]} {'+'.join(keys)} -> {cfg}: {p}" for p in found)
-            first_refusal = refused and not any(m["refused"] for m in log["moves"][:-1])
-            if not shots or found or first_refusal or len(keys) > 1:  # and the quick presses
-                shots.append(ARTIFACTS / f"{path.stem}-{len(log['moves']):02d}-{names[n]}.png")
-                area.screenshot(path=str(shots[-1]))  # the first move, the first refusal, every failure
+            def move(n, keys, target):
+                """Press ``keys`` on slider ``n`` without waiting in between, wait for the kernel, check."""
+                slider = sliders.nth(n)
+                handle, before = slider.locator(".noUi-handle"), out.inner_html()
+                handle.focus()
+                for key in keys:
+                    handle.press(key)
+                wire.settle(page, MOVE_S)
+                index = int(float(handle.get_attribute("aria-valuenow")))
+                assert index == target, f"{names[n]}: pressed {keys}, slider at {index}, wanted {target}"
+                cfg = {name: _coerce(_slider_value(s)) for name, s in zip(names, sliders.all())}
+                found = look(out, lesson, cfg)
+                if out.inner_html() == before:
+                    found.append("the output did not change")
+                errors, wire.errors = wire.errors, []
+                found += [f"kernel error message: {e}" for e in errors]
+                refused = "cannot run " in out.inner_text()
+                log["moves"].append({"slider": names[n], "keys": keys, "config": cfg, "refused": refused,
+                                     "figures": out.locator("img").count(), "problems": found})
+                problems.extend(f"{names[n]} {'+'.join(keys)} -> {cfg}: {p}" for p in found)
+                first_refusal = refused and not any(m["refused"] for m in log["moves"][:-1])
+                if not shots or found or first_refusal or len(keys) > 1:  # and the quick presses
+                    shots.append(ARTIFACTS / f"{path.stem}-{len(log['moves']):02d}-{names[n]}.png")
+                    area.screenshot(path=str(shots[-1]))  # the first move, the first refusal, every failure
 
-        def position(n):
-            handle = sliders.nth(n).locator(".noUi-handle")
-            return int(float(handle.get_attribute("aria-valuemax"))) + 1, int(float(handle.get_attribute("aria-valuenow")))
+            def position(n):
+                handle = sliders.nth(n).locator(".noUi-handle")
+                value = lambda name: int(float(handle.get_attribute(name)))  # noqa: E731
+                return value("aria-valuemax") + 1, value("aria-valuenow")
 
-        for _ in range(ROUNDS):
-            for n in range(len(names)):
-                count, index = position(n)
-                for target in _tour(count, index):
-                    move(n, [{0: "Home", count - 1: "End"}.get(target, "ArrowLeft")], target)
-        # three presses at once: the callbacks queue up, and the last one must still be drawn whole
-        count, index = position(0)
-        move(0, ["Home", "End", "Home"] if index == count - 1 else ["End", "Home", "End"],
-             0 if index == count - 1 else count - 1)
-        log["seconds"] = round(time.monotonic() - t0, 1)
-        log["problems"] = len(problems)
-        assert len(log["moves"]) >= 2 * len(names) * ROUNDS + 1
-        assert not problems, (f"{len(problems)} of {len(log['moves'])} moves went wrong (screenshots in {ARTIFACTS}):\n"
-                              + "\n".join(problems[:20]))
-    finally:
-        (ARTIFACTS / f"{path.stem}.json").write_text(json.dumps(log, indent=1))
-        page.close()
-        _shutdown_kernels(base, token)
+            for _ in range(ROUNDS):
+                for n in range(len(names)):
+                    count, index = position(n)
+                    for target in _tour(count, index):
+                        move(n, [{0: "Home", count - 1: "End"}.get(target, "ArrowLeft")], target)
+            # three presses at once: the callbacks queue up, and the last one must still be drawn whole
+            count, index = position(0)
+            move(0, ["Home", "End", "Home"] if index == count - 1 else ["End", "Home", "End"],
+                 0 if index == count - 1 else count - 1)
+            log["seconds"] = round(time.monotonic() - t0, 1)
+            log["problems"] = len(problems)
+            assert len(log["moves"]) >= 2 * len(names) * ROUNDS + 1
+            assert not problems, (f"{len(problems)} of {len(log['moves'])} moves went wrong (screenshots in "
+                                  f"{ARTIFACTS}):\n" + "\n".join(problems[:20]))
+        finally:
+            (ARTIFACTS / f"{path.stem}.json").write_text(json.dumps(log, indent=1))
 
 
 def _open_and_run_all(page, wire, base, token, name):
@@ -356,9 +367,7 @@ def test_dropdown_explorers_redraw_on_every_choice(lab, browser):
     """Lesson 06's explorers without sliders (swizzle, cluster size): every choice of every dropdown redraws a
     whole figure, or prints the course's refusal, and no traceback appears."""
     base, token = lab
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    wire = Wire(page)
-    try:
+    with _lab_page(browser, base, token) as (page, wire):
         _open_and_run_all(page, wire, base, token, "06_tma_by_hand.ipynb")
         areas = page.locator(".jp-OutputArea-output:has(.widget-dropdown):not(:has(.widget-slider))")
         assert areas.count() == 2, f"expected the swizzle and cluster explorers, found {areas.count()}"
@@ -379,9 +388,6 @@ def test_dropdown_explorers_redraw_on_every_choice(lab, browser):
                         problems.append(f"explorer {a} {value}: no figure and no refusal: {text[-200:]!r}")
                     wire.errors = []
         assert not problems, "\n".join(problems[:10])
-    finally:
-        page.close()
-        _shutdown_kernels(base, token)
 
 
 def _pack_widget(page, wire, base, token, button, first):
@@ -399,9 +405,7 @@ def test_interview_self_test_hides_the_answer_until_asked(lab, browser):
     """The interview pack's self-test as a candidate uses it: a question shows, no answer anywhere on the
     page; Reveal shows the answer and unlocks the scores; a score deals the next card and counts."""
     base, token = lab
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    wire = Wire(page)
-    try:
+    with _lab_page(browser, base, token) as (page, wire):
         card = _pack_widget(page, wire, base, token, "Reveal the answer", r"1 / \d+ · ")
         reveal = card.locator("button:has-text('Reveal the answer')")
         knew = card.locator("button:has-text('knew it')")
@@ -423,18 +427,13 @@ def test_interview_self_test_hides_the_answer_until_asked(lab, browser):
         assert not wire.errors, wire.errors
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         card.screenshot(path=str(ARTIFACTS / "interview_pack-self-test.png"))
-    finally:
-        page.close()
-        _shutdown_kernels(base, token)
 
 
 def test_interview_mock_round_runs_a_clock_and_deals_the_missed_first(lab, browser):
     """The mock interview as a candidate uses it: a round of nine against a clock that ticks in the browser;
     an answer scored "missed it" comes first in the next round, marked, from the progress file."""
     base, token = lab
-    page = browser.new_page(viewport={"width": 1280, "height": 1000})
-    wire = Wire(page)
-    try:
+    with _lab_page(browser, base, token) as (page, wire):
         card = _pack_widget(page, wire, base, token, "New round", r"1 / 9 · ")
         time.sleep(3)  # three ticks of the clock
         text = card.text_content()
@@ -455,9 +454,6 @@ def test_interview_mock_round_runs_a_clock_and_deals_the_missed_first(lab, brows
         assert not wire.errors, wire.errors
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         card.screenshot(path=str(ARTIFACTS / "interview_pack-mock.png"))
-    finally:
-        page.close()
-        _shutdown_kernels(base, token)
 
 
 def _coerce(text):
