@@ -46,19 +46,25 @@ def device_slug(name=None):
     return "-".join(name.lower().replace("_", " ").split())
 
 
-def save(records, path=None):
-    """Merge ``records`` into this GPU's results file: the runs they belong to are replaced, the others kept."""
-    path = Path(path or RESULTS / f"{device_slug()}.json")
-    data = json.loads(path.read_text()) if path.exists() else {"records": []}
+def _this_gpu():
+    """What a results file says of the GPU and the stack that recorded it."""
     try:
         import tilelang
         tl_version = tilelang.__version__
     except Exception:
         tl_version = None
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    data.update({"device": props.name, "sm_count": props.multi_processor_count, "driver": bench.driver(),
-                 "torch": torch.__version__, "triton": triton.__version__, "tilelang": tl_version,
-                 "date": datetime.date.today().isoformat()})
+    return {"device": props.name, "sm_count": props.multi_processor_count, "driver": bench.driver(),
+            "torch": torch.__version__, "triton": triton.__version__, "tilelang": tl_version}
+
+
+def save(records, path=None, keep_date=False):
+    """Merge ``records`` into this GPU's results file: the runs they belong to are replaced, the others kept.
+    ``keep_date``: the records carry their own date, and the file's (the lessons' recording) stays."""
+    path = Path(path or RESULTS / f"{device_slug()}.json")
+    data = json.loads(path.read_text()) if path.exists() else {"records": []}
+    today = datetime.date.today().isoformat()
+    data.update({**_this_gpu(), "date": data.get("date") if keep_date and data.get("date") else today})
     new = {key(r): r for r in records}
     # a run measured again replaces the whole run: a configuration it no longer picks must not linger
     runs = {(r["lesson"], r["run"]) for r in records}
