@@ -403,21 +403,31 @@ def _pack_widget(page, wire, base, token, button, first):
 
 def test_interview_self_test_hides_the_answer_until_asked(lab, browser):
     """The interview pack's self-test as a candidate uses it: a question shows, no answer anywhere on the
-    page; Reveal shows the answer and unlocks the scores; a score deals the next card and counts."""
+    page; Reveal shows the answer and the checklist of a strong answer; ticking counts the points, Score deals the
+    next card and counts them."""
     base, token = lab
     with _lab_page(browser, base, token) as (page, wire):
         card = _pack_widget(page, wire, base, token, "Reveal the answer", r"1 / \d+ · ")
         reveal = card.locator("button:has-text('Reveal the answer')")
-        knew = card.locator("button:has-text('knew it')")
+        knew = card.locator("button:has-text('Score')")
         text = card.text_content()
         first = re.search(r"1 / (\d+) · [^·]+·[^·]+· \w+(.+?)Think it through", text, re.S)
         assert first and first.group(2).strip(), f"no question on the card: {text[-400:]!r}"
         assert "Answer (from" not in page.locator(".jp-Notebook").text_content(), "an answer shows before Reveal"
-        assert knew.is_disabled(), "a score can be given before the answer was revealed"
+        assert not knew.is_visible(), "a score can be given before the answer was revealed"
         reveal.click()
         wire.settle(page, MOVE_S)
         assert "Answer (from" in card.text_content(), f"Reveal showed no answer: {card.text_content()[-400:]!r}"
         assert reveal.is_disabled() and knew.is_enabled()
+        boxes = card.locator(".strong-answer .widget-checkbox input")
+        n = boxes.count()
+        assert n >= 2 and "A strong answer contains" in card.text_content(), "no checklist after Reveal"
+        for k in range(n):
+            boxes.nth(k).check()
+        wire.settle(page, MOVE_S)
+        assert re.search(rf"Score: {n} of {n} points", knew.text_content()), knew.text_content()
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        card.screenshot(path=str(ARTIFACTS / "interview_pack-checklist.png"))
         knew.click()
         wire.settle(page, MOVE_S)
         text = card.text_content()
@@ -431,7 +441,7 @@ def test_interview_self_test_hides_the_answer_until_asked(lab, browser):
 
 def test_interview_mock_round_runs_a_clock_and_deals_the_missed_first(lab, browser):
     """The mock interview as a candidate uses it: a round of nine against a clock that ticks in the browser;
-    an answer scored "missed it" comes first in the next round, marked, from the progress file."""
+    an answer scored with no point ticked comes first in the next round, marked, from the progress file."""
     base, token = lab
     with _lab_page(browser, base, token) as (page, wire):
         card = _pack_widget(page, wire, base, token, "New round", r"1 / 9 · ")
@@ -443,7 +453,7 @@ def test_interview_mock_round_runs_a_clock_and_deals_the_missed_first(lab, brows
         assert played > 0, f"the clock did not tick: its bar is {played}% long after 3 s"
         card.locator("button:has-text('Reveal the answer')").click()
         wire.settle(page, MOVE_S)
-        card.locator("button:has-text('missed it')").click()
+        card.locator("button:has-text('Score: 0 of')").click()  # no point ticked: missed
         wire.settle(page, MOVE_S)
         assert re.search(r"2 / 9 · ", card.text_content())
         card.locator("button:has-text('New round')").click()

@@ -66,6 +66,8 @@ def test_every_item_has_its_answer_folded_under_it(items):
             assert evidence and evidence in fold, f"{item.key}: its answer is not in its fold"
             if short:
                 assert fold.index(f"**In short:** {short}") < fold.index(evidence), item.key
+            strong = fold.index("**A strong answer contains:**")
+            assert strong < fold.index(evidence) and all(f"- {p}" in fold for p in item.strong), item.key
             assert fold.rstrip().endswith(f"*Source:* {links}.\n\n</details>"), f"{item.key}: the source is not last"
             for lesson in re.findall(r"\blessons? (\d\d)\b", item.answer_md() + item.source):
                 assert pack.lesson_link(lesson) in links, f"{item.key} names lesson {lesson} without a link to it"
@@ -85,6 +87,18 @@ def test_true_or_false_items_are_balanced_and_a_true_one_names_the_myth_it_corre
     for i in asked:
         if i not in true:
             assert f'"{i.claim}"' in i.prompt, i.key
+
+
+def test_every_item_says_what_a_strong_answer_contains(items):
+    """Every item has its checklist by hand (2 to 5 points), no checklist names an item that is not there, and a
+    true-or-false item's first point gives its answer's verdict."""
+    from kernels.pack.strong import STRONG
+    assert {i.key for i in items} == set(STRONG), "an item without its checklist, or a checklist without its item"
+    for i in items:
+        assert 2 <= len(i.strong) <= 5 and len(set(i.strong)) == len(i.strong), i.key
+        if i.kind == "misconception":
+            verdict = i.parts()[0].rstrip(".")
+            assert i.strong[0].startswith(verdict + ":"), f"{i.key}: the answer says {verdict}, its checklist not"
 
 
 def test_the_answer_key_stays_folded(items):
@@ -192,6 +206,14 @@ def test_whiteboard_answers_are_computed(items):
     assert tma.count("fits") == 1 and tma.count("breaks a rule") == 5
     assert "**32-way**" in by_key["wb-banks"].answer_md() and "**8-way**" in by_key["wb-banks"].answer_md()
     assert "**144.0 KiB**" in by_key["wb-smem"].answer_md()  # lesson 02's answer, from the compiled kernel
+    # the profiler's view: the recorded ncu figures in the prompt, and the verdicts its answer gives hold for them
+    store = results.recorded()
+    gemm, copy = store.find("04", "ncu", "matmul_tma_persistent")["ncu"], store.find("03", "ncu", "copy_tma")["ncu"]
+    prompt, answer = by_key["wb-ncu"].prompt_md(), by_key["wb-ncu"].answer_md()
+    assert f"| {gemm['tensor_pct']:.1f}% | {copy['tensor_pct']:.1f}% |" in prompt
+    assert f"| {gemm['dram_pct']:.1f}% | {copy['dram_pct']:.1f}% |" in prompt
+    assert "Kernel B is bound by memory" in answer and "Kernel A is bound by compute" in answer
+    assert copy["dram_pct"] > 50 and copy["sm_pct"] < 30 and gemm["tensor_pct"] > 70 and gemm["dram_pct"] < 50
 
 
 @pytest.mark.parametrize("key, marks", [
@@ -221,12 +243,18 @@ def test_self_test_reveals_only_when_asked(items):
     assert t.current is first and t.scores == []
     t.reveal()
     assert first.answer_md() in _shown(t.answer)
-    t.score(0.5)
-    assert t.current is t.deck[1] and _shown(t.answer) == "" and "0.5 / 1" in t.tally.value
+    boxes = t._boxes()  # the checklist, one box per point of a strong answer, none ticked yet
+    assert len(boxes) == len(first.strong) and t.score_button.description == f"Score: 0 of {len(boxes)} points"
+    boxes[0].value = True
+    assert t.score_button.description == f"Score: 1 of {len(boxes)} points"
+    t.score_button.click()
+    assert t.current is t.deck[1] and _shown(t.answer) == "" and t.checklist.children == ()
+    part = 1 / len(boxes)
+    assert t.scores[0] == (first, part) and f"{part:.3g} / 1" in t.tally.value
     for _ in range(4):
         t.reveal()
         t.score(1.0)
-    assert t.current is None and "Done: 5 answered" in t.header.value and "4.5 / 5" in t.tally.value
+    assert t.current is None and "Done: 5 answered" in t.header.value and f"{4 + part:.3g} / 5" in t.tally.value
     t.topic.value = "tma"
     t.start()
     assert all(i.topic == "tma" for i in t.deck) and t.scores == []

@@ -4,19 +4,26 @@ deals them in JupyterLab one at a time, the answer rendered only when asked (``S
 interview, a timed mixed set (``MockInterview``); and the candidate's scores kept between sessions in a
 small JSON file (``Progress``), which both read: the items missed last time come first."""
 import datetime
+import html
 import json
 import os
 import random
+import re
 import time
 from pathlib import Path
 
 from .extra import extra_items
 from .items import LEVELS, NOTEBOOKS, TOPICS, lesson_items
+from .strong import STRONG
 
 
 def all_items(notebooks=NOTEBOOKS):
-    """The lessons' items, then the added topics', whiteboard problems and PTX/SASS prompts."""
-    return lesson_items(notebooks) + extra_items()
+    """The lessons' items, then the added topics', whiteboard problems and PTX/SASS prompts, each with what a
+    strong answer contains."""
+    items = lesson_items(notebooks) + extra_items()
+    for i in items:
+        i.strong = STRONG.get(i.key, ())
+    return items
 
 
 def by_topic(items):
@@ -57,8 +64,9 @@ class Progress:
 # ---- the self-test -------------------------------------------------------------------------------
 
 class SelfTest:
-    """Question, think, reveal, self-score, next: a shuffled deck of the pack's items, filtered by topic
-    and level. The answer is rendered only when Reveal is pressed, so it is nowhere in the page before."""
+    """Question, think, reveal, tick, next: a shuffled deck of the pack's items, filtered by topic and level. The
+    answer is rendered only when Reveal is pressed, so it is nowhere in the page before; with it comes what a
+    strong answer contains, one box per point, and an answer's score is the fraction of points ticked."""
 
     def __init__(self, topic="all", level="all", shuffle=True, seed=None, items=None, progress=None):
         import ipywidgets as w
@@ -74,15 +82,16 @@ class SelfTest:
         self.question = w.Output()
         self.answer = w.Output()
         self.reveal_button = w.Button(description="Reveal the answer")
-        self.score_buttons = [w.Button(description=d, disabled=True) for d in ("knew it", "partly", "missed it")]
+        self.checklist = w.VBox()  # after Reveal: one box per point a strong answer contains
+        self.checklist.add_class("strong-answer")
+        self.score_button = w.Button(description="Score", disabled=True, button_style="success")
         self.tally = w.HTML()
         self.rng = random.Random(seed)
         self.start_button.on_click(lambda _: self.start())
         self.reveal_button.on_click(lambda _: self.reveal())
-        for score, b in zip((1.0, 0.5, 0.0), self.score_buttons):
-            b.on_click(lambda _, s=score: self.score(s))
+        self.score_button.on_click(lambda _: self.score(self.ticked()))
         self.widget = w.VBox([w.HBox([self.topic, self.level, self.shuffle, self.start_button]), self.header,
-                              self.question, w.HBox([self.reveal_button, *self.score_buttons]), self.answer,
+                              self.question, self.reveal_button, self.checklist, self.score_button, self.answer,
                               self.tally])
         self.start()
 
@@ -114,8 +123,9 @@ class SelfTest:
         self._show(self.answer, "")
         item = self.current
         self.reveal_button.disabled = item is None
-        for b in self.score_buttons:
-            b.disabled = True
+        self.checklist.children = ()
+        self.score_button.disabled, self.score_button.description = True, "Score"
+        self.score_button.layout.display = "none"  # shown with the checklist, after Reveal
         if item is None:
             self.header.value = f"<b>Done: {len(self.scores)} answered.</b>"
             self._show(self.question, "")
@@ -133,8 +143,33 @@ class SelfTest:
             return
         self._show(self.answer, f"**Answer** (from {item.links()})\n\n{item.answer_md()}")
         self.reveal_button.disabled = True
-        for b in self.score_buttons:
-            b.disabled = False
+        self._checklist(item.strong or ("your answer matched the one shown",))
+        self.score_button.disabled, self.score_button.layout.display = False, None
+
+    def _checklist(self, points):
+        """One box per point, ticked by the candidate for each point their answer made; the Score button
+        counts them."""
+        import ipywidgets as w
+        rows = []
+        for p in points:
+            box = w.Checkbox(value=False, indent=False, layout=w.Layout(width="28px"))
+            box.observe(lambda _: self._count(), "value")
+            label = re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(p, quote=False))
+            rows.append(w.HBox([box, w.HTML(label)]))
+        self.checklist.children = [w.HTML("<b>A strong answer contains</b> (tick what yours said):"), *rows]
+        self._count()
+
+    def _boxes(self):
+        return [row.children[0] for row in self.checklist.children[1:]]
+
+    def ticked(self):
+        """The fraction of the checklist's points ticked (0 with no checklist shown)."""
+        boxes = self._boxes()
+        return sum(b.value for b in boxes) / len(boxes) if boxes else 0.0
+
+    def _count(self):
+        boxes = self._boxes()
+        self.score_button.description = f"Score: {sum(b.value for b in boxes)} of {len(boxes)} points"
 
     def score(self, value):
         if self.current is None or self.reveal_button.disabled is False:
@@ -155,10 +190,10 @@ class SelfTest:
         for item, s in self.scores:
             got, n = per.get(item.topic, (0.0, 0))
             per[item.topic] = (got + s, n + 1)
-        rows = "".join(f"<tr><td>{TOPICS[t]}</td><td>{got:g} / {n}</td></tr>" for t, (got, n) in per.items())
+        rows = "".join(f"<tr><td>{TOPICS[t]}</td><td>{got:.3g} / {n}</td></tr>" for t, (got, n) in per.items())
         total = sum(s for _, s in self.scores)
         self.tally.value = (f"<table><tr><th>topic</th><th>score</th></tr>{rows}"
-                            f"<tr><td><b>all</b></td><td><b>{total:g} / {len(self.scores)}</b></td></tr></table>")
+                            f"<tr><td><b>all</b></td><td><b>{total:.3g} / {len(self.scores)}</b></td></tr></table>")
 
 
 # ---- the mock interview ----------------------------------------------------------------------------

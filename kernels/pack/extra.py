@@ -401,6 +401,96 @@ def _bank_answer():
             "(lesson 05, section 3); the passes follow the CUDA C++ Programming Guide's shared-memory rules.")
 
 
+# ---- a profiler's view: Nsight Compute on a memory-bound and a compute-bound course kernel -------------
+
+NCU_ROWS = [  # (what, short name in a record's "ncu" (kernels.tools.profile.METRICS), format of the value)
+    ("SM clock during the launch", "sm_hz", lambda v: f"{v / 1e9:.2f} GHz"),
+    ("DRAM throughput, % of peak", "dram_pct", lambda v: f"{v:.1f}%"),
+    ("L2 throughput, % of peak", "l2_pct", lambda v: f"{v:.1f}%"),
+    ("SM throughput, % of peak", "sm_pct", lambda v: f"{v:.1f}%"),
+    ("tensor pipe active, % of cycles", "tensor_pct", lambda v: f"{v:.1f}%"),
+    ("an instruction issued, % of cycles", "issue_pct", lambda v: f"{v:.1f}%"),
+    ("warps active, % of 64 per SM", "warps_active_pct", lambda v: f"{v:.1f}%"),
+    ("registers per thread", "registers", lambda v: f"{v:.0f}"),
+    ("shared memory per block", "smem_per_block", lambda v: f"{v / KiB:.0f} KiB"),
+    ("stalled on long scoreboard, per issue", "stall_long_scoreboard", lambda v: f"{v:.2f}"),
+    ("stalled on a barrier, per issue", "stall_barrier", lambda v: f"{v:.2f}"),
+    ("stalled on MIO throttle, per issue", "stall_mio_throttle", lambda v: f"{v:.2f}"),
+    ("stalled on a fixed wait, per issue", "stall_wait", lambda v: f"{v:.2f}"),
+    ("stalled on wgmma, per issue", "stall_gmma", lambda v: f"{v:.2f}"),
+]
+
+
+def _ncu_records():
+    """(store, lesson 04's GEMM, lesson 03's copy, cuBLAS), each one launch profiled by ``kernels.tools.profile``."""
+    store = results.recorded()
+    found = (store.find("04", "ncu", "matmul_tma_persistent"), store.find("03", "ncu", "copy_tma"),
+             store.find("04", "ncu", "cublas"))
+    if None in found:
+        raise LookupError("no ncu records: run `python -m kernels.tools.profile` on the H200")
+    return (store, *found)
+
+
+def _ncu_prompt():
+    store, gemm_r, copy_r, _ = _ncu_records()
+    rows = "\n".join(f"| {what} | {fmt(gemm_r['ncu'][k])} | {fmt(copy_r['ncu'][k])} |" for what, k, fmt in NCU_ROWS)
+    return ("Nsight Compute's figures for one launch of each of two course kernels (`ncu --clock-control none`, "
+            f"recorded on {store.device}, {gemm_r.get('date', '?')}). A stall figure is the warps waiting for that "
+            "reason, on average, per cycle in "
+            "which a warp issued.\n\n| | kernel A | kernel B |\n|---|---|---|\n"
+            f"| duration | {gemm_r['ms'] * 1e3:.0f} us | {copy_r['ms'] * 1e3:.0f} us |\n{rows}\n\n"
+            "Which kernel is bound by memory and which by compute? Which figures say so, and which would "
+            "mislead you? What would you try next on each?")
+
+
+def _ncu_answer():
+    store, g, c, cub = _ncu_records()
+    gn, cn, bn = g["ncu"], c["ncu"], cub["ncu"]
+    copies = {r["name"] + (f" ({r['config']['stages']} stages)" if "stages" in r["config"] else ""): r
+              for r in store.select("03", "copies") if r["name"] in ("torch_copy", "copy_tma", "copy_tma_loop")
+              and r["config"].get("stages") in (None, 4) and r["config"].get("descriptor") in (None, "device")}
+    lanes = ", ".join(f"{n} {r['gbps'] / 1000:.2f} TB/s" for n, r in copies.items())
+    n_waves, _, busy = waves(gemm_tiles(g["shape"], g["config"]["BLOCK_M"], g["config"]["BLOCK_N"]))
+    bench = store.find("04", "sweep", "gemm_tma", config={"BLOCK_M": 128, "BLOCK_N": 256, "stages": 3,
+                                                           "persistent": True})
+    bench_line = (f" Lesson 04's `do_bench` median of the same kernel, in its own run, is {bench['ms']:.2f} ms "
+                  f"({bench['tflops']:.0f} TFLOP/s): a median over a loop of launches with L2 flushed before each, "
+                  "not one launch under ncu. What makes the gap is not measured here; compare a kernel with its "
+                  "baseline in one method, never across two." if bench else "")
+    return (f"**Kernel B is bound by memory.** It is lesson 03's TMA copy, one {c['config']['BLOCK_M']} x "
+            f"{c['config']['BLOCK_N']} tile per program, {c['shape'][0]} x {c['shape'][1]} fp16: DRAM at "
+            f"{cn['dram_pct']:.0f}% of its peak ({cn['dram_bytes_per_s'] / 1e12:.2f} TB/s) while the SMs use "
+            f"{cn['sm_pct']:.0f}% of theirs and the tensor pipe nothing. Its warps are present "
+            f"({cn['warps_active_pct']:.0f}% of the SM's 64 slots) but issue in {cn['issue_pct']:.0f}% of cycles: they "
+            "wait, most on a long scoreboard "
+            f"({cn['stall_long_scoreboard']:.0f} per issue; ncu's name for waiting on a memory operation's result) and "
+            f"on a barrier ({cn['stall_barrier']:.0f}) (NVIDIA, Nsight Compute Kernel Profiling Guide, warp stall "
+            "reasons). Its ceiling is a copy's, not the datasheet's: lesson 03's "
+            f"recorded copies ({store.label}): {lanes}. What to try: more bytes in flight per SM, so that each "
+            "program keeps several tiles on the road (lesson 03's TMA loop with 4 stages), not more arithmetic.\n\n"
+            f"**Kernel A is bound by compute.** It is lesson 04's persistent TMA GEMM, {g['config']['BLOCK_M']} x "
+            f"{g['config']['BLOCK_N']} x {g['config']['BLOCK_K']}, {g['config']['stages']} stages, at "
+            f"{g['shape'][0]}^3 fp16: the tensor pipe is active {gn['tensor_pct']:.1f}% of the cycles "
+            f"({g['tflops']:.0f} TFLOP/s over its {g['ms']:.3f} ms) while DRAM runs at {gn['dram_pct']:.0f}% of its "
+            f"peak. cuBLAS at the same shape, profiled the same way: tensor pipe {bn['tensor_pct']:.1f}%, "
+            f"{cub['ms']:.3f} ms. The card chose a lower SM clock during the GEMMs than during the copy "
+            f"({gn['sm_hz'] / 1e9:.2f} and {bn['sm_hz'] / 1e9:.2f} GHz against {cn['sm_hz'] / 1e9:.2f} GHz): a "
+            "percentage of peak is of the cycles that ran, a duration depends on the clock too. What would "
+            f"mislead: {gn['warps_active_pct']:.1f}% warps active and an issue rate "
+            f"of {gn['issue_pct']:.0f}% look poor, but one block of 8 warps per SM is the design "
+            f"({gn['registers']:.0f} registers per thread, {gn['smem_per_block'] / KiB:.0f} KiB of shared memory "
+            "per block, most of it the stages), and the tensor pipe is busy while few instructions issue: one "
+            "`wgmma` keeps it working for many cycles. For a GEMM the figure to read is the tensor pipe's; the rest "
+            "is the schedule: "
+            f"{gemm_tiles(g['shape'], g['config']['BLOCK_M'], g['config']['BLOCK_N'])} tiles on {SMS} SMs are "
+            f"{n_waves} waves, {busy:.0%} of SM-time busy, plus the prologue and epilogue of each tile (a "
+            "hypothesis for the remaining idle cycles, not measured here). Next: little; a faster GEMM at this "
+            f"shape has at most {100 - gn['tensor_pct']:.0f}% of cycles to win.{bench_line}\n\n"
+            "How to get these figures: `python -m kernels.tools.profile` (one launch per kernel, "
+            "`--clock-control none` so ncu leaves the clock as the course's timings find it; by default it locks "
+            "it to base).")
+
+
 def whiteboard_items():
     return [
         Item("wb-smem", "pipelining", 2, "whiteboard", _smem_prompt(), _smem_answer, "the course's `kernels/lab/smem.py`"),
@@ -418,6 +508,8 @@ def whiteboard_items():
              "At 2048^3 the course timed four GEMMs three ways: `do_bench`, replayed from a CUDA graph, and the "
              "host's time per launch. From those figures, which GEMMs does the host hold back, and why does "
              "`do_bench` not show it?", _profiling_answer, "lesson 04's recorded launch run"),
+        Item("wb-ncu", "profiling", 3, "whiteboard", _ncu_prompt, _ncu_answer,
+             "Nsight Compute on lessons 03 and 04's kernels (`kernels/tools/profile.py`)"),
     ]
 
 
@@ -455,7 +547,8 @@ def _cp_async_answer():
 
 def _tma_copy_answer():
     return ("One thread (the one predicate `%p2` selects) initialises an mbarrier and arms it with `expect_tx` for 16,384 bytes "
-            "(the 64 x 128 fp16 tile); `bar.sync` makes the initialised barrier visible to every warp, and "
+            "(the 64 x 128 fp16 tile); a `bar.sync` after it (one of the lines left out here) makes the "
+            "initialised barrier visible to every warp, and "
             "`fence.proxy.async` orders the threads' earlier writes to the shared buffer the load fills (where the "
             "device-side maps were staged) before the engine writes into it (lesson 03, section 2). "
             "`elect.sync` picks one thread per warp, and the first two warps each issue one "

@@ -13,7 +13,8 @@ form written by hand. The tables keyed by a lesson and a few words fail a test w
 exactly one item.
 
 An answer is shown in three parts (``Item.parts``): the short version where it opens with one (a
-misconception's "False.", a "No."), the evidence, and the lessons it comes from, as links."""
+misconception's "False.", a "No."), the evidence, and the lessons it comes from, as links; with it, what a
+strong answer contains (``Item.strong``, from ``strong.STRONG``)."""
 import math
 import re
 from dataclasses import dataclass
@@ -208,7 +209,7 @@ TRUE_FORMS = {
                                                     "it at another.",
     ("07", "`do_bench` measures the GPU"): "do_bench measures the GPU only while the host keeps up with it.",
     ("07", "Wave quantization only matters"): "On 132 SMs, 3072^3 with 128 x 128 tiles is 4.36 waves: about 13% of "
-                                              "SM time idles in the last one.",
+                                              "all SM time idles, all of it in the last wave.",
     ("07", "Split-K is free parallelism"): "Each extra split-K slice writes and reads an fp32 partial tile and needs "
                                            "a final sum.",
     ("08", "FP8 halves the time of everything"): "FP8 doubles the tensor cores' peak and halves the bytes of A and "
@@ -231,6 +232,7 @@ class Item:
     answer: object
     source: str = ""    # where it comes from, markdown (a link to the lesson for a lesson's item)
     claim: str = ""     # a misconception's claim as its lesson states it (asked in its true form or as it is)
+    strong: tuple = ()  # what a strong answer contains (``strong.STRONG``): the points a candidate scores against
 
     def _text(self, name):
         v = getattr(self, name)
@@ -260,10 +262,15 @@ class Item:
         more = [lesson_link(n) for n in named if lesson_link(n)]
         return self.source + (f"; see {', '.join(more)}" if more else "")
 
+    def strong_md(self):
+        """What a strong answer contains, as a markdown list ("" if the item has no checklist)."""
+        return ("**A strong answer contains:**\n\n" + "\n".join(f"- {p}" for p in self.strong)) if self.strong else ""
+
     def answer_key_md(self):
-        """The answer as a fold: the short version first, the evidence, then the links, last."""
+        """The answer as a fold: the short version first, what a strong answer contains, the evidence, then the
+        links, last."""
         short, evidence, links = self.parts()
-        head = f"**In short:** {short}\n\n" if short else ""
+        head = "".join(f"{part}\n\n" for part in (f"**In short:** {short}" if short else "", self.strong_md()) if part)
         return (f"<details><summary>Answer</summary>\n\n{head}{evidence}\n\n*Source:* {links}.\n\n</details>")
 
 

@@ -36,11 +36,12 @@ whiteboard problems, and "explain this PTX/SASS" prompts cut from the course's o
 {kinds['whiteboard']} whiteboard problems, {kinds['explain']} PTX/SASS listings.
 
 **How to use it.** In JupyterLab, run the first code cell, then the self-test: it deals the items shuffled,
-one at a time; think your answer through (say it aloud, or write it down), press *Reveal the answer*, then
-score yourself. Under each topic below, a cell runs the same self-test over that topic alone, in order.
+one at a time; think your answer through (say it aloud, or write it down), press *Reveal the answer*, tick
+each point of *a strong answer contains* that your answer made, then *Score*: the points ticked are the score. Under each topic below, a cell runs the same self-test over that topic alone, in order.
 On the page itself (the website, GitHub, a printout), each item's answer is folded under it: open *Answer*
-only after you have answered. An answer gives the short version first where there is one, then the
-evidence, then where it comes from, with a link to the lesson; section numbers in a lesson's answer are
+only after you have answered. An answer gives the short version first where there is one, then what a strong
+answer contains (the points an interviewer listens for, written by hand for every item), then the evidence,
+then where it comes from, with a link to the lesson; section numbers in a lesson's answer are
 that lesson's. Every figure in a worked answer is computed by the course's code when this page is generated
 (compiled kernels, the shared-memory model, the TMA rules, lesson 04's timeline, the recorded H200 results);
 every other claim names its source. The *numbers to know* card below is the one table to learn by heart.
@@ -80,9 +81,9 @@ def notebook():
                  f"## Mock interview\n\nA {deck.MOCK_MINUTES}-minute round for a kernel role, as a panel might run "
                  "it: " + ", ".join(f"{n} {LEVELS[v] if f == 'level' else v}" for (f, v), n in deck.MOCK_PLAN)
                  + " (a PTX/SASS listing to explain), drawn from the whole pack. The clock runs in your browser; "
-                 "the time used shows on every card. Answer aloud, as in the room, then reveal and score yourself "
-                 "honestly against the answer: *partly* when you missed a number or a mechanism it names. Your "
-                 "scores are kept in a file of your own (`~/.gpu-course/interview.json`, or `COURSE_PROGRESS`); "
+                 "the time used shows on every card. Answer aloud, as in the room, then reveal and tick, honestly, "
+                 "each point of the strong answer that yours made: a number or a mechanism you left out is a "
+                 "point missed. Your scores are kept in a file of your own (`~/.gpu-course/interview.json`, or `COURSE_PROGRESS`); "
                  "the next round, and the self-test above, deal what you missed first, marked *missed last time*."),
              nbformat.v4.new_code_cell("# NBVAL_IGNORE_OUTPUT\nMockInterview()")]
     for topic, group in deck.by_topic(items).items():
