@@ -34,8 +34,10 @@ def own_process_on_gpu(test):
         return test
 
     @functools.wraps(test)
-    def alone():
-        node = f"{inspect.getsourcefile(test)}::{test.__name__}"
+    def alone(*args, **kwargs):
+        # this test's own node, parameters included ("tests/x.py::test_y[04] (call)")
+        node = os.environ["PYTEST_CURRENT_TEST"].rsplit(" ", 1)[0] if "[" in os.environ.get(
+            "PYTEST_CURRENT_TEST", "") else f"{inspect.getsourcefile(test)}::{test.__name__}"
         run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", node], text=True,
                              capture_output=True, timeout=600, env={**os.environ, "COURSE_OWN_PROCESS": "1"})
         assert run.returncode == 0, run.stdout[-4000:]

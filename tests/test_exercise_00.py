@@ -194,6 +194,16 @@ def test_ex00_an_input_loaded_through_the_other_pointer_is_named():
     assert not passed and "out equals relu(alpha * y + y): x is loaded through y's pointer" in text, text
 
 
+def test_ex00_x_through_y_is_named_when_alpha_nearly_cancels(monkeypatch):
+    """alpha = -1.0003: alpha * y + y nearly cancels, and a GPU's fused multiply-add differs from torch's two roundings
+    by 8e-5 of that small result (1e-6 is the fp32 tolerance); the mistake must still be named."""
+    import random
+    choice = random.choice
+    monkeypatch.setattr(random, "uniform", lambda a, b: 1.0003)
+    monkeypatch.setattr(random, "choice", lambda seq: -1 if list(seq) == [-1, 1] else choice(seq))
+    test_ex00_an_input_loaded_through_the_other_pointer_is_named()
+
+
 def test_ex00_stretch_names_the_bytes_per_element_counted():
     passed, text = report(ex00.check_stretch, _launcher(_right_kernel), lambda n: n * (4 + 4 + 3))
     assert not passed and "you count 11 bytes per element; count each vector once, at its own element size" in text

@@ -9,12 +9,15 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import nbformat
 import pytest
+import torch
 
 import kernels
 from kernels.lab import bench, measure, results
 from kernels.lab.errors import CourseError
 from kernels.lab.widgets import REGISTRY
 from kernels.lessons import LESSONS
+
+from conftest import own_process_on_gpu
 
 for _module in LESSONS.values():  # importing a lesson registers its widget
     __import__(f"kernels.lessons.{_module}")
@@ -107,3 +110,28 @@ def test_a_run_recorded_again_replaces_the_whole_run(tmp_path, monkeypatch):
     kept = results.Store("fake", __import__("json").loads(path.read_text()))
     assert [r["config"] for r in kept.select("07", "best", "gemm_best")] == [{"BLOCK_M": 64}]
     assert len(kept.select("07", "best")) == 2 and len(kept.select("07", "waves")) == 1
+
+
+@own_process_on_gpu
+def test_after_a_kernel_traps_nothing_times_and_the_label_says_why():
+    """A learner's kernel that traps leaves this process no GPU: a timing cell after it must not launch (it would
+    raise CUDA's error, not the course's), and recorded figures say why they are shown."""
+    if kernels.MODE == "cpu":
+        assert not measure.gpu_lost()
+        return
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def trap_kernel(x_ptr):
+        v = tl.load(x_ptr)
+        tl.store(x_ptr, tl.inline_asm_elementwise("trap; mov.u32 $0, $1;", "=r,r", [v], dtype=tl.int32,
+                                                  is_pure=False, pack=1))
+
+    x = torch.ones(1, dtype=torch.int32, device="cuda")
+    assert not measure.gpu_lost() and kernels.times_here() == measure.can_run()
+    trap_kernel[(1,)](x)
+    with pytest.raises(Exception):
+        torch.cuda.synchronize()
+    assert measure.gpu_lost() and not kernels.times_here()
+    assert "lost its GPU: restart the Jupyter kernel" in measure.recorded_label(results.recorded())

@@ -8,21 +8,40 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import bench, clocks, results
+import torch
+
+from . import bench, check, clocks, results
 from .mode import LIVE, MODE, device_name, recorded_only, sm_count as _sm_count
+
+
+def gpu_lost():
+    """Whether this process's GPU context is gone: a kernel trapped or faulted (every CUDA call returns that error
+    from then on; a stream query asks without waiting), or a check gave up on a kernel that never ended."""
+    if not (LIVE and torch.cuda.is_initialized()):
+        return False
+    if check._stuck:  # its kernel still runs: a query would answer, a later launch would wait behind it
+        return True
+    try:
+        torch.cuda.current_stream().query()
+    except Exception:  # noqa: BLE001 - whichever CUDA error it is, the context is lost
+        return True
+    return False
 
 
 def can_run(needs="gpu"):
     """Whether figures of kernels that need ``"gpu"`` (any CUDA GPU) or ``"hopper"`` (sm_90a code) are
     measured here now: they run here and the room has not asked for recorded figures (COURSE_RECORDED)."""
-    if recorded_only():
+    if recorded_only() or gpu_lost():  # a kernel that trapped left nothing to time with
         return False
     return MODE == "hopper" if needs == "hopper" else LIVE
 
 
 def recorded_label(store):
-    """Where recorded figures come from; on a GPU told not to time, say why they are not this GPU's."""
-    return store.label + (" (COURSE_RECORDED=1: not timed on this GPU)" if LIVE and recorded_only() else "")
+    """Where recorded figures come from; on a GPU told not to time, or that cannot, say why they are not its own."""
+    why = ("COURSE_RECORDED=1: not timed on this GPU" if recorded_only() else
+           "a kernel trapped and this process lost its GPU: restart the Jupyter kernel to time here"
+           if gpu_lost() else "")
+    return store.label + (f" ({why})" if LIVE and why else "")
 
 
 def live_label():

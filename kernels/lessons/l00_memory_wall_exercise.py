@@ -175,7 +175,12 @@ def _values(relu_axpy, relu_axpy_kernel=None):
             lab_check.compare(f"n={n} {dtype}", out, ref, tol)
         except AssertionError as e:
             ok = ~lab_check.unwritten(out)
-            match = next((what for what, wrong in candidates if ok.all() and lab_check.rel_err(out, wrong) <= tol), None)
+            # a candidate is judged against the size of its terms, not of its result: with alpha near -1,
+            # alpha * y + y nearly cancels, and a GPU's fused multiply-add differs from torch's two roundings by
+            # far more than tol of that small result (seen on the H200, 2026-12-02)
+            terms = ((abs(alpha) + 1) * (xf.abs() + yf.abs())).double().norm().item()
+            match = next((what for what, wrong in candidates
+                          if ok.all() and (out.double() - wrong.double()).norm().item() <= tol * terms), None)
             said = f"; out equals {match}" if match else \
                 _read_through_out(relu_axpy, relu_axpy_kernel, alpha, x, y, tol)
             raise AssertionError(f"{e}" + (said or "")) from None
