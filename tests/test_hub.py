@@ -1,12 +1,14 @@
 """The workshop room (workshop/jupyterhub_config.py): the real hub on 127.0.0.1 with its proxy, two
-participants logged in with the room's password, their servers started, a lesson cell executed in each
-through the server's REST API and kernel websocket, the GPU spread and the recorded switch seen inside
-their kernels, and everything shut down with no process left behind. A fake `nvidia-smi` lists two
+participants logged in with the room's password, each their own Unix user, their servers started, a lesson
+cell executed in each through the server's REST API and kernel websocket, the GPU spread and the recorded
+switch seen inside their kernels, one participant's attacks on the other, the hub and the course refused, and
+everything shut down with no process left behind. A fake `nvidia-smi` lists two
 GPUs, so the spread is tested on a machine without any (the kernels then find no GPU: CPU mode)."""
 import asyncio
 import concurrent.futures
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -43,14 +45,19 @@ def _fake_smi(folder):
 def _load_config(monkeypatch, tmp_path, **env):
     """The config file as JupyterHub loads it (its hooks and settings), in ``tmp_path`` with ``env``."""
     from traitlets.config import Config
-    for key in ("COURSE_ROOM_PASSWORD", "COURSE_ROOM_RECORDED", "COURSE_ROOM_GPUS"):
+    for key in ("COURSE_ROOM_PASSWORD", "COURSE_ROOM_RECORDED", "COURSE_ROOM_GPUS", "COURSE_ROOM_ADMIN",
+                "COURSE_ROOM_TERMINALS"):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(tmp_path)
     c = Config()
     scope = {"get_config": lambda: c, "__file__": str(CONFIG)}
-    exec(compile(CONFIG.read_text(), str(CONFIG), "exec"), scope)
+    mask = os.umask(0o022)  # the config sets the hub's umask: not this test process's
+    try:
+        exec(compile(CONFIG.read_text(), str(CONFIG), "exec"), scope)
+    finally:
+        os.umask(mask)
     return c, scope
 
 
@@ -61,8 +68,10 @@ def _spawner(tmp_path, name):
 
 
 def test_hooks_spread_participants_over_the_gpus_and_pass_the_switch(monkeypatch, tmp_path):
-    c, _ = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD, COURSE_ROOM_RECORDED="1",
-                        PATH=_fake_smi(tmp_path / "bin"))
+    c, scope = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD, COURSE_ROOM_RECORDED="1",
+                            PATH=_fake_smi(tmp_path / "bin"))
+    scope["create_user"] = lambda user, home: None  # no Unix users made by a unit test
+    scope["SEPARATE"] = False
     seat = {}
     for name in ("ada", "bob", "cy"):
         s = _spawner(tmp_path, name)
@@ -70,14 +79,17 @@ def test_hooks_spread_participants_over_the_gpus_and_pass_the_switch(monkeypatch
         seat[name] = s.environment["CUDA_VISIBLE_DEVICES"]
         assert s.environment["COURSE_RECORDED"] == "1"
         assert s.environment["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
-        assert (tmp_path / "participants" / name / "notebooks" / "00_memory_wall.ipynb").exists()
+        for folder in ("notebooks", "exercises", "solutions"):
+            assert (tmp_path / "home" / name / folder).is_dir(), folder
+        assert s.environment["TRITON_CACHE_DIR"] == str(tmp_path / "home" / name / ".triton" / "cache")
     assert seat == {"ada": "0", "bob": "1", "cy": "0"}
     c.Spawner.post_stop_hook(_spawner(tmp_path, "bob"))  # bob leaves: GPU 1 is the least loaded
     dee = _spawner(tmp_path, "dee")
     c.Spawner.pre_spawn_hook(dee)
     assert dee.environment["CUDA_VISIBLE_DEVICES"] == "1"
 
-    c, _ = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD, PATH=str(tmp_path / "nowhere"))
+    c, scope = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD, PATH=str(tmp_path / "nowhere"))
+    scope["SEPARATE"] = False
     s = _spawner(tmp_path, "ada")
     c.Spawner.pre_spawn_hook(s)  # no nvidia-smi: no GPU, and no switch unless the room asks for it
     assert s.environment["CUDA_VISIBLE_DEVICES"] == "" and "COURSE_RECORDED" not in s.environment
@@ -86,6 +98,43 @@ def test_hooks_spread_participants_over_the_gpus_and_pass_the_switch(monkeypatch
     with pytest.raises(SystemExit, match="COURSE_ROOM_PASSWORD"):
         _load_config(monkeypatch, tmp_path)
 
+
+
+def test_a_name_the_room_cannot_use_is_refused_with_the_rule(monkeypatch, tmp_path):
+    from tornado import web
+    c, scope = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD)
+    auth = scope["RoomAuthenticator"](user_password=PASSWORD)
+    for name in ("x" * 300, "ada;rm", "../bob", "9lives", "a b", ""):
+        with pytest.raises(web.HTTPError) as refused:
+            asyncio.run(auth.authenticate(None, {"username": name, "password": PASSWORD}))
+        assert refused.value.status_code == 403 and "1 to 24 characters" in refused.value.log_message, name
+    assert asyncio.run(auth.authenticate(None, {"username": "Team-3", "password": PASSWORD}))["name"] == "team-3"
+    assert asyncio.run(auth.authenticate(None, {"username": "ada", "password": "wrong-password"})) is None
+
+
+def test_no_terminal_unless_the_room_gives_one_and_the_instructor_is_admin(monkeypatch, tmp_path):
+    with pytest.raises(SystemExit, match="COURSE_ROOM_ADMIN_PASSWORD"):
+        _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD, COURSE_ROOM_ADMIN="teacher")
+    c, scope = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD, COURSE_ROOM_ADMIN="teacher",
+                            COURSE_ROOM_ADMIN_PASSWORD="t" * 32)
+    assert "--ServerApp.terminals_enabled=False" in c.Spawner.args and c.Authenticator.admin_users == {"teacher"}
+    auth = scope["RoomAuthenticator"](config=c)
+    assert asyncio.run(auth.authenticate(None, {"username": "teacher", "password": PASSWORD})) is None
+    assert asyncio.run(auth.authenticate(None, {"username": "teacher", "password": "t" * 32}))["admin"]
+    c, _ = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD, COURSE_ROOM_TERMINALS="1")
+    assert "--ServerApp.terminals_enabled=False" not in c.Spawner.args
+
+
+def test_a_course_others_can_write_is_found(monkeypatch, tmp_path):
+    _, scope = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD)
+    course = tmp_path / "course"
+    (course / "kernels" / "lab").mkdir(parents=True)
+    (course / "kernels" / "lab" / "mode.py").write_text("")
+    for p in (course, course / "kernels", course / "kernels" / "lab", course / "kernels" / "lab" / "mode.py"):
+        p.chmod(0o755)
+    assert scope["_writable_by_others"](course) is None
+    (course / "kernels" / "lab" / "mode.py").chmod(0o666)
+    assert scope["_writable_by_others"](course) == course / "kernels" / "lab" / "mode.py"
 
 # ---- the real hub ------------------------------------------------------------------------------
 
@@ -159,22 +208,79 @@ async def _execute(ws_url, auth, code, timeout=90):
     return "".join(out), errors
 
 
-def test_a_room_of_two_runs_a_lesson_cell_each_and_shuts_down_clean(tmp_path):
+# what a participant tries from their own kernel, each attempt refused or not ({state}, {course}, {other} filled in)
+ATTACKS = """
+import glob, json, os
+from pathlib import Path
+state, course, other = Path({state!r}), Path({course!r}), "jupyter-" + {other!r}
+tries = {{}}
+
+def attempt(what, act):
+    try:
+        act()
+        tries[what] = "ALLOWED"
+    except PermissionError:
+        tries[what] = "refused"
+    except OSError as e:  # not there, say: the attack did not reach what it aimed at
+        tries[what] = f"missed: {{e!r}}"
+
+attempt("write into the other's exercises", lambda: (state / "home" / other / "exercises" / "mine.py").write_text("x"))
+attempt("list the other's home", lambda: os.listdir(state / "home" / other))
+attempt("read the other's kernel connection files",
+        lambda: os.listdir(state / "home" / other / ".local" / "share" / "jupyter" / "runtime"))
+attempt("read the hub's cookie secret", lambda: (state / "jupyterhub_cookie_secret").read_bytes())
+attempt("read the hub's database", lambda: (state / "jupyterhub.sqlite").read_bytes())
+attempt("change the course everyone imports", lambda: open(course / "kernels" / "lab" / "mode.py", "a").close())
+leaks = []  # another process's token: a server's (JUPYTERHUB_API_TOKEN), the proxy's (CONFIGPROXY_AUTH_TOKEN)
+for path in glob.glob("/proc/[0-9]*/environ"):
+    try:
+        if os.stat(path).st_uid != os.getuid() and b"_TOKEN=" in Path(path).read_bytes():
+            leaks.append(path)
+    except OSError:
+        pass
+tries["read another process's tokens"] = f"ALLOWED: {{leaks}}" if leaks else "refused"
+print("ATTACKS", json.dumps(tries))
+print("AS", os.getuid(), os.environ["USER"], os.environ["HOME"])
+"""
+
+
+def _runs_as_another_user(python):
+    """Whether an unprivileged user can start ``python`` (a venv under a 0700 /root cannot be)."""
+    run = subprocess.run(["su", "-s", "/bin/sh", "nobody", "-c", f"{python} -c pass"], capture_output=True)
+    return run.returncode == 0
+
+
+def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_path):
+    """Two participants, each their own Unix user: a lesson cell runs in each kernel on its GPU with the recorded
+    switch; from ada's kernel every reach into bob's files, the hub's secrets, the course's code or another
+    process's token is refused; ada's token opens nothing of bob's; there is no terminal; a name the room cannot
+    use is refused with the rule; the hub stops with nothing left running."""
     pytest.importorskip("jupyterhub", reason="jupyterhub is not installed (requirements.txt pins it)")
+    if os.geteuid() != 0:
+        pytest.skip("the room separates participants as Unix users: the hub must run as root (CI runs as root)")
+    if not _runs_as_another_user(sys.executable):
+        pytest.skip(f"{sys.executable} cannot be run by another user (is it under a 0700 /root? CI makes /root "
+                    "traversable: .ci/run)")
     import psutil
     import requests
+    import tempfile
+    state = Path(tempfile.mkdtemp(prefix="room-", dir="/tmp"))  # pytest's own tmp folders are closed to others
+    state.chmod(0o711)
+    suffix = uuid.uuid4().hex[:4]
+    names = (f"ada-{suffix}", f"bob-{suffix}")
     port, hub_port, proxy_api = _free_ports(3)
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PATH": _fake_smi(tmp_path / "bin"), "COURSE_ROOM_PASSWORD": PASSWORD,
            "COURSE_ROOM_RECORDED": "1"}
-    env.pop("COURSE_ROOM_GPUS", None)
+    for key in ("COURSE_ROOM_GPUS", "COURSE_ROOM_ADMIN", "COURSE_ROOM_TERMINALS"):
+        env.pop(key, None)
     log = tmp_path / "hub.log"
     with open(log, "w") as sink:
         hub = subprocess.Popen(
             [sys.executable, "-m", "jupyterhub", "-f", str(CONFIG), "--ip", "127.0.0.1", "--port", str(port),
              "--JupyterHub.hub_ip=127.0.0.1", f"--JupyterHub.hub_port={hub_port}",
              f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{proxy_api}"],
-            cwd=tmp_path, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+            cwd=state, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
     started = []  # every process of the room, gathered while it runs, to check none outlives the hub
     try:
         def up():
@@ -183,7 +289,6 @@ def test_a_room_of_two_runs_a_lesson_cell_each_and_shuts_down_clean(tmp_path):
             except requests.ConnectionError:
                 return False
         _wait("the hub", up, 60, hub, log)
-        names = ("ada", "bob")
         auth = {name: _login(requests, url, name) for name in names}
         pool = concurrent.futures.ThreadPoolExecutor(len(names))  # a spawn request waits up to 10 s: both at once
         for r in pool.map(lambda name: requests.post(f"{url}/hub/api/users/{name}/server", headers=auth[name]), names):
@@ -209,9 +314,23 @@ def test_a_room_of_two_runs_a_lesson_cell_each_and_shuts_down_clean(tmp_path):
             assert "COURSE_RECORDED=1: every timing and widget figure is the recorded one" in out, out
             assert "ridge " in out and "recorded on " in out, out
             seat = next(line.split() for line in out.splitlines() if line.startswith("seat "))
-            assert seat[2:] == ["'1'", str(tmp_path / "participants" / name)], out  # the switch, their own folder
+            assert seat[2:] == ["'1'", str(state / "home" / f"jupyter-{name}")], out  # the switch, their own home
             seats.append(seat[1])
         assert sorted(seats) == ["'0'", "'1'"], f"two participants on two GPUs should sit one per GPU: {seats}"
+        ada, bob = names
+        out, errors = asyncio.run(_execute(f"ws://127.0.0.1:{port}/user/{ada}/api/kernels/{kernels[ada]}/channels",
+                                           auth[ada], ATTACKS.format(state=str(state), course=str(ROOT), other=bob)))
+        assert not errors, errors
+        tries = json.loads(next(line[8:] for line in out.splitlines() if line.startswith("ATTACKS ")))
+        assert len(tries) == 7 and all(v == "refused" for v in tries.values()), tries
+        assert f" jupyter-{ada} " in next(line for line in out.splitlines() if line.startswith("AS ")), out
+        assert requests.get(f"{url}/user/{bob}/api/contents", headers=auth[ada]).status_code in (403, 404)
+        assert requests.post(f"{url}/user/{ada}/api/terminals", headers=auth[ada]).status_code == 404
+        refused = requests.Session()
+        refused.get(f"{url}/hub/login")
+        r = refused.post(f"{url}/hub/login", data={"username": "x" * 300, "password": PASSWORD,
+                                                   "_xsrf": refused.cookies["_xsrf"]}, allow_redirects=False)
+        assert r.status_code == 403 and "1 to 24 characters" in r.text, (r.status_code, r.text[-500:])
         started = psutil.Process(hub.pid).children(recursive=True)
         assert len(started) >= 5, f"proxy, two servers and their kernels expected: {started}"
         for r in pool.map(lambda name: requests.delete(f"{url}/hub/api/users/{name}/server", headers=auth[name]), names):
@@ -234,3 +353,6 @@ def test_a_room_of_two_runs_a_lesson_cell_each_and_shuts_down_clean(tmp_path):
                 p.kill()
             except psutil.NoSuchProcess:
                 pass
+        for name in names:  # the Unix users the room made, and their homes
+            subprocess.run(["userdel", "--remove", f"jupyter-{name}"], capture_output=True)
+        shutil.rmtree(state, ignore_errors=True)

@@ -250,3 +250,14 @@ def test_the_recorded_labels_the_docs_quote_are_the_results():
     wrong = [(name, m) for name, m in quoted if m not in labels]
     assert not wrong, f"labels quoted that no run in results/ has ({sorted(labels)}): {wrong}"
 
+
+
+def test_the_guide_names_every_setting_of_the_room_and_no_other():
+    """The room's settings are the environment variables the hub's config reads; the guide names each of them
+    and no other, and never tells the instructor to set the participants' switch on the hub itself."""
+    config = (ROOT / "workshop" / "jupyterhub_config.py").read_text()
+    guide = (ROOT / "workshop" / "README.md").read_text()
+    read = set(re.findall(r'environ(?:\.get)?[\[(]"(COURSE_ROOM_\w+)"', config))
+    assert read >= {"COURSE_ROOM_PASSWORD", "COURSE_ROOM_RECORDED", "COURSE_ROOM_GPUS", "COURSE_ROOM_ADMIN"}
+    assert set(re.findall(r"COURSE_ROOM_\w+", guide)) == read
+    assert not re.search(r"hub\W[^.]*with `COURSE_RECORDED=1`", guide), "COURSE_RECORDED on the hub does nothing"

@@ -1,35 +1,81 @@
-"""JupyterHub for a workshop room: N participants served from one GPU server.
+"""JupyterHub for a workshop room: N participants served from one GPU server, each a Unix user of their own.
 
-    mkdir -p /srv/room && cd /srv/room     # the hub keeps its state here: database, secrets, participants' folders
-    COURSE_ROOM_PASSWORD=pick-one-8+ COURSE_ROOM_RECORDED=1 \\
+    mkdir -p /srv/room && cd /srv/room     # the hub keeps its state here: database, secrets, participants' homes
+    sudo COURSE_ROOM_PASSWORD=pick-one-8+ COURSE_ROOM_RECORDED=1 \\
+        COURSE_ROOM_ADMIN=teacher COURSE_ROOM_ADMIN_PASSWORD=$(openssl rand -hex 16) \\
         /path/to/course/.venv/bin/jupyterhub -f /path/to/course/workshop/jupyterhub_config.py --port 8000
 
-Participants open http://<server>:8000, log in with a name of their choice and the room's password,
-and get JupyterLab on their own copy of the lessons and exercises, on one of the box's GPUs (the
-least-loaded one). Knobs, as environment variables of the hub:
+Participants open http://<server>:8000, log in with a name of their choice and the room's password, and get
+JupyterLab on their own copy of the lessons, exercises and solutions, on one of the box's GPUs (the least-loaded
+one). The hub listens on --port (8000 above) and uses two more ports of the box's own: 8081 (the hub's API, for
+the servers) and 8001 (the proxy's API); a second hub on the same box needs others (--JupyterHub.hub_port,
+--ConfigurableHTTPProxy.api_url). Knobs, as environment variables of the hub:
   COURSE_ROOM_PASSWORD   the room's shared password (8 characters or more; required)
-  COURSE_ROOM_RECORDED=1 participants see the recorded figures (COURSE_RECORDED=1): nobody times an
-                         8192^3 GEMM on a card others share; kernels still run
-  COURSE_ROOM_GPUS       the GPUs to share out, e.g. "0,1" (default: every GPU `nvidia-smi -L` lists; none
-                         without nvidia-smi, then everyone runs in CPU mode)
+  COURSE_ROOM_RECORDED=1 participants see the recorded figures (COURSE_RECORDED=1 in each server): nobody
+                         times an 8192^3 GEMM on a card others share; kernels still run
+  COURSE_ROOM_GPUS       the GPUs to share out, e.g. "1,2,3" to keep GPU 0 for the projector (default: every
+                         GPU `nvidia-smi -L` lists; none without nvidia-smi, then everyone runs in CPU mode)
+  COURSE_ROOM_ADMIN      the instructor's login name: an admin of the hub (the hub's admin page, every server),
+  COURSE_ROOM_ADMIN_PASSWORD  with a password of its own (32 characters or more; the room's does not log in as it)
+  COURSE_ROOM_TERMINALS=1  give participants JupyterLab's terminal (off by default: a shell on the GPU server)
+
+Separation (as The Littlest JupyterHub does it on one server), when the hub runs as root: each participant is
+the Unix user ``jupyter-<name>``, created at the first login, with a home of their own under ./home that only
+they can read; their server and kernels run as that user. The hub's database and cookie secret are created
+readable by the hub alone (umask 077); the course is imported from where it is installed and must not be
+writable by others (the hub refuses to start otherwise). Started by another user, the hub cannot switch users:
+it says so, and every participant's server runs as that user, in a folder of its own, unseparated.
 """
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
+from jupyterhub.authenticators.shared import SharedPasswordAuthenticator
+from jupyterhub.spawner import LocalProcessSpawner, set_user_setuid
+from tornado import web
+
 c = get_config()  # noqa: F821  (JupyterHub defines it when it loads this file)
 COURSE = Path(__file__).resolve().parents[1]
 STATE = Path.cwd()
+SEPARATE = os.geteuid() == 0  # only root can start a server as another user
+PREFIX = "jupyter-"
+# a Unix user name is at most 32 characters (useradd): 8 for the prefix, 24 for the participant's name
+NAME = re.compile(r"[a-z][a-z0-9-]{0,23}")
+NAME_RULE = ("a name is 1 to 24 characters: lower-case letters, digits and '-', starting with a letter "
+             "(for example ada or team-3)")
 
-# Who: one shared password, any name. Right for a day on a trusted network; for anything longer or
-# open to the internet, use real accounts (PAMAuthenticator with system users, or oauthenticator's
+
+def unix_name(name):
+    return PREFIX + name
+
+
+class RoomAuthenticator(SharedPasswordAuthenticator):
+    """The room's password and a name of the participant's choice; a name the room cannot use is refused with
+    the rule, not with the login page's 'invalid username or password'."""
+
+    async def authenticate(self, handler, data):
+        name = self.normalize_username((data or {}).get("username", "").strip())
+        if not NAME.fullmatch(name):
+            raise web.HTTPError(403, f"the name {name[:40]!r} cannot be used: {NAME_RULE}")
+        return await super().authenticate(handler, data)
+
+
+# Who: one shared password, any name. Right for a day on a trusted network; for anything longer or open to
+# the internet, use real accounts (PAMAuthenticator with system users, or oauthenticator's
 # GitHubOAuthenticator) and HTTPS (c.JupyterHub.ssl_cert / ssl_key, or a reverse proxy).
-c.JupyterHub.authenticator_class = "shared-password"
+c.JupyterHub.authenticator_class = RoomAuthenticator
 c.SharedPasswordAuthenticator.user_password = os.environ.get("COURSE_ROOM_PASSWORD") or sys.exit(
     "set COURSE_ROOM_PASSWORD (8 characters or more): the password participants log in with")
 c.Authenticator.allow_all = True
+if os.environ.get("COURSE_ROOM_ADMIN"):  # the instructor logs in with a password of their own, not the room's
+    c.Authenticator.admin_users = {os.environ["COURSE_ROOM_ADMIN"]}
+    c.SharedPasswordAuthenticator.admin_password = os.environ.get("COURSE_ROOM_ADMIN_PASSWORD") or sys.exit(
+        "COURSE_ROOM_ADMIN is set: set COURSE_ROOM_ADMIN_PASSWORD too (32 characters or more), the instructor's "
+        "own password (the room's password never logs in as the admin)")
 
 # The proxy: the Python port of configurable-http-proxy pinned in requirements.txt, beside this
 # Python; without it JupyterHub looks for npm's configurable-http-proxy on PATH.
@@ -37,18 +83,68 @@ _proxy = Path(sys.executable).parent / "configurable-http-proxy"
 if _proxy.exists():
     c.ConfigurableHTTPProxy.command = [str(_proxy)]
 
-# Where: each server is a process of the hub's own user (no system accounts to create) in a folder of
-# its own. Participants can read each other's files: fine in a room; to isolate them, use
-# LocalProcessSpawner with system users, or DockerSpawner.
-c.JupyterHub.spawner_class = "simple"
-c.SimpleLocalProcessSpawner.home_dir_template = str(STATE / "participants" / "{username}")
+# what the hub writes (database, cookie secret, participants' files it copies) is its own unless opened on purpose
+os.umask(0o077)
+
+
+def _writable_by_others(root):
+    """The first file or folder under ``root`` (the course) that a participant could change, or None."""
+    for path in [root, *root.joinpath("kernels").rglob("*")]:
+        if path.stat().st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return path
+    return None
+
+
+if SEPARATE:
+    unsafe = _writable_by_others(COURSE)
+    if unsafe:  # a participant could change the code every other participant imports
+        sys.exit(f"{unsafe} is writable by other users: the course must be read-only to participants "
+                 f"(chmod -R go-w {COURSE})")
+
+
+class RoomSpawner(LocalProcessSpawner):
+    """A participant's server as their own Unix user, ``jupyter-<name>``, in their home."""
+
+    def user_env(self, env):
+        import pwd
+        user = pwd.getpwnam(unix_name(self.user.name))
+        env.update(USER=user.pw_name, HOME=user.pw_dir, SHELL=user.pw_shell)
+        return env
+
+    def make_preexec_fn(self, name):
+        return set_user_setuid(unix_name(name))
+
+
+class SharedSpawner(LocalProcessSpawner):
+    """Without root: every server as the hub's own user, each in a folder of its own (no separation)."""
+
+    def user_env(self, env):
+        env.update(USER=self.user.name, HOME=str(home_of(self.user.name)))
+        return env
+
+    def make_preexec_fn(self, name):
+        home = home_of(name)
+        return lambda: os.chdir(home)
+
+
+def home_of(name):
+    return STATE / "home" / (unix_name(name) if SEPARATE else name)
+
+
+if SEPARATE:
+    c.JupyterHub.spawner_class = RoomSpawner
+else:
+    print("[workshop] the hub is not running as root: it cannot start servers as other users, so every "
+          "participant's server runs as this user and participants can reach each other's files", file=sys.stderr)
+    c.JupyterHub.spawner_class = SharedSpawner
 c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]  # this environment's, whatever PATH says
 c.Spawner.default_url = "/lab/tree/notebooks/00_memory_wall.ipynb"
 # JupyterHub passes nothing of its own environment but what is named here (nvcc and nvidia-smi need PATH)
 c.Spawner.env_keep = ["PATH", "LANG", "LC_ALL", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH",
                       "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV"]
-if os.geteuid() == 0:
-    c.Spawner.args = ["--allow-root"]
+c.Spawner.args = [] if os.environ.get("COURSE_ROOM_TERMINALS") == "1" else ["--ServerApp.terminals_enabled=False"]
+if not SEPARATE and os.geteuid() == 0:
+    c.Spawner.args.append("--allow-root")
 c.Spawner.start_timeout = 120  # 30 servers starting at once on a busy box
 
 
@@ -67,18 +163,46 @@ GPUS = gpus()
 SEATS = {}  # participant -> the GPU their running server uses
 
 
-def pre_spawn_hook(spawner):
-    name, home = spawner.user.name, Path(spawner.home_dir)
-    for folder in ("notebooks", "exercises"):  # their own copy, kept when their server restarts
+def create_user(user, home):
+    """The Unix user ``user`` with ``home``, unless it exists: no password, no login shell (their server is
+    started for them; no terminal unless the room gives one)."""
+    import pwd
+    try:
+        pwd.getpwnam(user)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--home-dir", str(home), "--shell", "/usr/sbin/nologin",
+                        "--user-group", user], check=True, capture_output=True)
+
+
+def _make_home(name):
+    """The participant's home (and, as root, their Unix user) at their first login; their own copy of the course's
+    notebooks, exercises and solutions, kept when their server restarts."""
+    home = home_of(name)
+    home.parent.mkdir(mode=0o711, parents=True, exist_ok=True)  # others may pass through, not list
+    os.chmod(home.parent, 0o711)
+    if SEPARATE:
+        create_user(unix_name(name), home)
+    home.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(home, 0o700)
+    for folder in ("notebooks", "exercises", "solutions"):
         if not (home / folder).exists():
             shutil.copytree(COURSE / folder, home / folder)
+            if SEPARATE:
+                subprocess.run(["chown", "-R", f"{unix_name(name)}:{unix_name(name)}", str(home / folder)], check=True)
+    return home
+
+
+def pre_spawn_hook(spawner):
+    name = spawner.user.name
+    home = _make_home(name)
     SEATS.pop(name, None)
     if GPUS:  # the least-loaded GPU (the first of equals), so the room spreads evenly
         load = {g: list(SEATS.values()).count(g) for g in GPUS}
         SEATS[name] = min(GPUS, key=load.get)
     env = {"CUDA_VISIBLE_DEVICES": SEATS.get(name, ""),  # "" hides every GPU: the course's CPU mode
            "PYTHONPATH": os.pathsep.join(filter(None, [str(COURSE), os.environ.get("PYTHONPATH")])),
-           "TRITON_CACHE_DIR": str(STATE / "triton-cache")}  # shared: one participant's compile serves all
+           # the participant's own Triton cache: a shared one could be written by one and run by all
+           "TRITON_CACHE_DIR": str(home / ".triton" / "cache")}
     if os.environ.get("COURSE_ROOM_RECORDED") == "1":
         env["COURSE_RECORDED"] = "1"
     spawner.environment = {**spawner.environment, **env}
