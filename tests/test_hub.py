@@ -275,19 +275,24 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
     for key in ("COURSE_ROOM_GPUS", "COURSE_ROOM_ADMIN", "COURSE_ROOM_TERMINALS"):
         env.pop(key, None)
     log = tmp_path / "hub.log"
-    with open(log, "w") as sink:
-        hub = subprocess.Popen(
-            [sys.executable, "-m", "jupyterhub", "-f", str(CONFIG), "--ip", "127.0.0.1", "--port", str(port),
-             "--JupyterHub.hub_ip=127.0.0.1", f"--JupyterHub.hub_port={hub_port}",
-             f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{proxy_api}"],
-            cwd=state, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def start_hub():
+        with open(log, "a") as sink:
+            return subprocess.Popen(
+                [sys.executable, "-m", "jupyterhub", "-f", str(CONFIG), "--ip", "127.0.0.1", "--port", str(port),
+                 "--JupyterHub.hub_ip=127.0.0.1", f"--JupyterHub.hub_port={hub_port}",
+                 f"--ConfigurableHTTPProxy.api_url=http://127.0.0.1:{proxy_api}"],
+                cwd=state, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def up():
+        try:
+            return requests.get(f"{url}/hub/api", timeout=2).ok
+        except requests.ConnectionError:
+            return False
+
+    hub = start_hub()
     started = []  # every process of the room, gathered while it runs, to check none outlives the hub
     try:
-        def up():
-            try:
-                return requests.get(f"{url}/hub/api", timeout=2).ok
-            except requests.ConnectionError:
-                return False
         _wait("the hub", up, 60, hub, log)
         auth = {name: _login(requests, url, name) for name in names}
         pool = concurrent.futures.ThreadPoolExecutor(len(names))  # a spawn request waits up to 10 s: both at once
@@ -333,6 +338,18 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
         assert r.status_code == 403 and "1 to 24 characters" in r.text, (r.status_code, r.text[-500:])
         started = psutil.Process(hub.pid).children(recursive=True)
         assert len(started) >= 5, f"proxy, two servers and their kernels expected: {started}"
+        # the instructor restarts the hub mid-session: servers and kernels carry on, with what they held
+        channel = f"ws://127.0.0.1:{port}/user/{ada}/api/kernels/{kernels[ada]}/channels"
+        assert not asyncio.run(_execute(channel, auth[ada], "kept = 6 * 7"))[1]
+        hub.send_signal(signal.SIGTERM)
+        assert hub.wait(30) == 0, log.read_text()[-4000:]
+        hub = start_hub()
+        _wait("the hub, restarted", up, 60, hub, log)
+        _wait(f"{ada}'s server through the new proxy", lambda: requests.get(
+            f"{url}/user/{ada}/api/status", headers=auth[ada]).ok, 30, hub, log)
+        out, errors = asyncio.run(_execute(channel, auth[ada], "print('kept', kept)"))
+        assert not errors and "kept 42" in out, (errors, out)
+        started += psutil.Process(hub.pid).children(recursive=True)
         for r in pool.map(lambda name: requests.delete(f"{url}/hub/api/users/{name}/server", headers=auth[name]), names):
             assert r.status_code in (202, 204), r.text
         hub.send_signal(signal.SIGTERM)

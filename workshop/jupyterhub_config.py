@@ -146,6 +146,10 @@ c.Spawner.args = [] if os.environ.get("COURSE_ROOM_TERMINALS") == "1" else ["--S
 if not SEPARATE and os.geteuid() == 0:
     c.Spawner.args.append("--allow-root")
 c.Spawner.start_timeout = 120  # 30 servers starting at once on a busy box
+# a restart of the hub (a setting changed, a crash) leaves the participants' servers and kernels running: the
+# restarted hub finds them in its database and routes to them again. End the day by stopping the servers first
+# (the admin page's "Stop All", or each participant's File > Hub Control Panel), then the hub
+c.JupyterHub.cleanup_servers = False
 
 
 def gpus():
