@@ -8,6 +8,7 @@ import asyncio
 import concurrent.futures
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -331,6 +332,11 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
         assert f" jupyter-{ada} " in next(line for line in out.splitlines() if line.startswith("AS ")), out
         assert requests.get(f"{url}/user/{bob}/api/contents", headers=auth[ada]).status_code in (403, 404)
         assert requests.post(f"{url}/user/{ada}/api/terminals", headers=auth[ada]).status_code == 404
+        # what a participant's JupyterLab shows: no nbgrader menus or formgrader, no news pop-up
+        assert requests.get(f"{url}/user/{ada}/formgrader", headers=auth[ada]).status_code == 404
+        page = requests.get(f"{url}/user/{ada}/lab", headers=auth[ada]).text
+        config = json.loads(re.search(r'id="jupyter-config-data"[^>]*>\s*(.*?)\s*</script>', page, re.S).group(1))
+        assert "@jupyter/nbgrader" in config["disabledExtensions"] and not config.get("newsUrl"), config
         refused = requests.Session()
         refused.get(f"{url}/hub/login")
         r = refused.post(f"{url}/hub/login", data={"username": "x" * 300, "password": PASSWORD,

@@ -26,6 +26,7 @@ readable by the hub alone (umask 077); the course is imported from where it is i
 writable by others (the hub refuses to start otherwise). Started by another user, the hub cannot switch users:
 it says so, and every participant's server runs as that user, in a folder of its own, unseparated.
 """
+import json
 import os
 import re
 import shutil
@@ -152,6 +153,27 @@ c.Spawner.start_timeout = 120  # 30 servers starting at once on a busy box
 c.JupyterHub.cleanup_servers = False
 
 
+def participant_config(root):
+    """Jupyter settings for every participant's server, in a folder on their JUPYTER_CONFIG_PATH (read before the
+    environment's own): nbgrader's instructor menus and its formgrader off (the instructor grades; see the guide),
+    and JupyterLab's news off (its pop-up asks every participant at their first start)."""
+    lab = root / "labconfig"
+    lab.mkdir(parents=True, exist_ok=True)
+    nbgrader = ["formgrader", "validate_assignment", "assignment_list", "course_list"]
+    (root / "jupyter_server_config.json").write_text(json.dumps({
+        "ServerApp": {"jpserver_extensions": {f"nbgrader.server_extensions.{e}": False for e in nbgrader}},
+        "LabApp": {"news_url": None}}, indent=1))
+    (lab / "page_config.json").write_text(json.dumps({"disabledExtensions": {"@jupyter/nbgrader": True}}, indent=1))
+    for path in (root, lab):
+        path.chmod(0o755)
+    for path in (root / "jupyter_server_config.json", lab / "page_config.json"):
+        path.chmod(0o644)  # the hub's umask makes its files its own: these are read by every participant
+    return root
+
+
+PARTICIPANT_CONFIG = participant_config(STATE / "participant-config")
+
+
 def gpus():
     """The GPUs to share out: COURSE_ROOM_GPUS, else those `nvidia-smi -L` lists, else none."""
     if os.environ.get("COURSE_ROOM_GPUS"):
@@ -206,7 +228,8 @@ def pre_spawn_hook(spawner):
     env = {"CUDA_VISIBLE_DEVICES": SEATS.get(name, ""),  # "" hides every GPU: the course's CPU mode
            "PYTHONPATH": os.pathsep.join(filter(None, [str(COURSE), os.environ.get("PYTHONPATH")])),
            # the participant's own Triton cache: a shared one could be written by one and run by all
-           "TRITON_CACHE_DIR": str(home / ".triton" / "cache")}
+           "TRITON_CACHE_DIR": str(home / ".triton" / "cache"),
+           "JUPYTER_CONFIG_PATH": str(PARTICIPANT_CONFIG)}
     if os.environ.get("COURSE_ROOM_RECORDED") == "1":
         env["COURSE_RECORDED"] = "1"
     spawner.environment = {**spawner.environment, **env}
