@@ -261,3 +261,27 @@ def test_the_guide_names_every_setting_of_the_room_and_no_other():
     assert read >= {"COURSE_ROOM_PASSWORD", "COURSE_ROOM_RECORDED", "COURSE_ROOM_GPUS", "COURSE_ROOM_ADMIN"}
     assert set(re.findall(r"COURSE_ROOM_\w+", guide)) == read
     assert not re.search(r"hub\W[^.]*with `COURSE_RECORDED=1`", guide), "COURSE_RECORDED on the hub does nothing"
+
+
+def _readme_exercise_minutes():
+    """{lesson number: minutes} of the README's table: its last column is the exercise's time."""
+    table = (ROOT / "README.md").read_text()
+    return {n: int(m) for n, m in re.findall(r"^\| (\d\d) \| .*\| \d+ min \| (\d+) min \|$", table, re.M)}
+
+
+@pytest.mark.parametrize("heading, whole", [("## 3. The 3-hour session", False), ("## 4. The 1-day workshop", True)])
+def test_each_agenda_has_hands_on_time_slack_and_what_to_drop(heading, whole):
+    """Each agenda gives the room an exercise by hand and some slack, says what to drop when running late, and a
+    whole exercise in class gets at least the time the README gives it."""
+    text = _text(GUIDE)
+    block = text[text.index(heading):]
+    block = block[:block.index("\n## ", 1)]
+    rows = re.findall(r"^\| \d+:\d\d \| (\d+) \| (.*) \|$", block, re.M)
+    exercises = [(int(n), what) for n, what in rows if what.startswith("exercise ")]
+    assert exercises and any("slack" in what for _, what in rows), rows
+    assert "**Running late?** Drop, in this order:" in block
+    if whole:
+        readme = _readme_exercise_minutes()
+        for n, what in exercises:
+            number = re.match(r"exercise (\d\d)", what).group(1)
+            assert n >= readme[number], f"{what}: {n} min in the agenda, {readme[number]} in the README"
