@@ -83,6 +83,11 @@ def test_hooks_spread_participants_over_the_gpus_and_pass_the_switch(monkeypatch
         for folder in ("notebooks", "exercises", "solutions"):
             assert (tmp_path / "home" / name / folder).is_dir(), folder
         assert s.environment["TRITON_CACHE_DIR"] == str(tmp_path / "home" / name / ".triton" / "cache")
+        if name == "ada":  # the instructor fills the seed after the first participant came in
+            (tmp_path / "triton-seed" / "abc").mkdir(parents=True)
+            (tmp_path / "triton-seed" / "abc" / "k.cubin").write_text("compiled")
+    assert not (tmp_path / "home" / "ada" / ".triton").exists()
+    assert (tmp_path / "home" / "bob" / ".triton" / "cache" / "abc" / "k.cubin").read_text() == "compiled"
     assert seat == {"ada": "0", "bob": "1", "cy": "0"}
     c.Spawner.post_stop_hook(_spawner(tmp_path, "bob"))  # bob leaves: GPU 1 is the least loaded
     dee = _spawner(tmp_path, "dee")

@@ -202,7 +202,8 @@ def create_user(user, home):
 
 def _make_home(name):
     """The participant's home (and, as root, their Unix user) at their first login; their own copy of the course's
-    notebooks, exercises and solutions, kept when their server restarts."""
+    notebooks, exercises and solutions, kept when their server restarts, and of ./triton-seed, the Triton cache the
+    instructor filled that morning (so kernels do not compile thirty times over, and no one runs another's)."""
     home = home_of(name)
     home.parent.mkdir(mode=0o711, parents=True, exist_ok=True)  # others may pass through, not list
     os.chmod(home.parent, 0o711)
@@ -210,11 +211,15 @@ def _make_home(name):
         create_user(unix_name(name), home)
     home.mkdir(mode=0o700, exist_ok=True)
     os.chmod(home, 0o700)
-    for folder in ("notebooks", "exercises", "solutions"):
+    copies = {folder: COURSE / folder for folder in ("notebooks", "exercises", "solutions")}
+    if (STATE / "triton-seed").is_dir():  # the instructor's compiled kernels: each participant gets a copy of their own
+        copies[".triton/cache"] = STATE / "triton-seed"
+    for folder, source in copies.items():
         if not (home / folder).exists():
-            shutil.copytree(COURSE / folder, home / folder)
+            shutil.copytree(source, home / folder)
             if SEPARATE:
-                subprocess.run(["chown", "-R", f"{unix_name(name)}:{unix_name(name)}", str(home / folder)], check=True)
+                subprocess.run(["chown", "-R", f"{unix_name(name)}:{unix_name(name)}",
+                                str(home / folder.split("/")[0])], check=True)
     return home
 
 
