@@ -114,8 +114,26 @@ def test_a_name_the_room_cannot_use_is_refused_with_the_rule(monkeypatch, tmp_pa
         with pytest.raises(web.HTTPError) as refused:
             asyncio.run(auth.authenticate(None, {"username": name, "password": PASSWORD}))
         assert refused.value.status_code == 403 and "1 to 24 characters" in refused.value.log_message, name
-    assert asyncio.run(auth.authenticate(None, {"username": "Team-3", "password": PASSWORD}))["name"] == "team-3"
-    assert asyncio.run(auth.authenticate(None, {"username": "ada", "password": "wrong-password"})) is None
+    assert asyncio.run(auth.authenticate(None, {"username": "ada", "password": "wrong-password", "otp": "x" * 8})) is None
+
+
+def test_a_participants_first_login_makes_the_name_theirs(monkeypatch, tmp_path):
+    """The room's password lets anyone in under a new name; the password of their own that came with its first
+    login is needed from then on, so nobody else who knows the room's password can become them."""
+    from tornado import web
+    _, scope = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD)
+    auth = scope["RoomAuthenticator"](user_password=PASSWORD)
+
+    def login(name, own, password=PASSWORD):
+        return asyncio.run(auth.authenticate(None, {"username": name, "password": password, "otp": own}))
+    with pytest.raises(web.HTTPError, match="a password of your own"):
+        login("ada", "")
+    assert login("Team-3", "teams-own")["name"] == "team-3"
+    assert login("team-3", "another-one") is None  # someone else, with the room's password: refused
+    assert login("team-3", "teams-own", password="not-the-room") is None
+    assert login("team-3", "teams-own")["name"] == "team-3"
+    kept = tmp_path / "room-passwords.json"
+    assert kept.stat().st_mode & 0o077 == 0 and "teams-own" not in kept.read_text()
 
 
 def test_no_terminal_unless_the_room_gives_one_and_the_instructor_is_admin(monkeypatch, tmp_path):
@@ -171,7 +189,8 @@ def _login(requests, url, name):
     s = requests.Session()
     s.get(f"{url}/hub/login").raise_for_status()
     xsrf = s.cookies["_xsrf"]
-    r = s.post(f"{url}/hub/login", data={"username": name, "password": PASSWORD, "_xsrf": xsrf}, allow_redirects=False)
+    r = s.post(f"{url}/hub/login", data={"username": name, "password": PASSWORD, "otp": f"own-{name}", "_xsrf": xsrf},
+               allow_redirects=False)
     assert r.status_code == 302 and any(k.startswith("jupyterhub-hub-login") for k in s.cookies.keys()), r.text[:500]
     r = s.post(f"{url}/hub/api/users/{name}/tokens", json={"note": "test", "expires_in": 600},
                headers={"X-XSRFToken": s.cookies["_xsrf"]})  # a new one, bound to the login
@@ -344,9 +363,14 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
         assert "@jupyter/nbgrader" in config["disabledExtensions"] and not config.get("newsUrl"), config
         refused = requests.Session()
         refused.get(f"{url}/hub/login")
-        r = refused.post(f"{url}/hub/login", data={"username": "x" * 300, "password": PASSWORD,
+        r = refused.post(f"{url}/hub/login", data={"username": "x" * 300, "password": PASSWORD, "otp": "whatever",
                                                    "_xsrf": refused.cookies["_xsrf"]}, allow_redirects=False)
         assert r.status_code == 403 and "1 to 24 characters" in r.text, (r.status_code, r.text[-500:])
+        r = refused.post(f"{url}/hub/login", data={"username": bob, "password": PASSWORD, "otp": "not-bobs-own",
+                                                   "_xsrf": refused.cookies["_xsrf"]}, allow_redirects=False)
+        assert r.status_code != 302 and not any(k.startswith("jupyterhub-hub-login") for k in refused.cookies.keys())
+        page = refused.get(f"{url}/hub/login").text  # the third field is a password field, with its prompt
+        assert 'type="password"' in page.split('id="otp_input"')[1][:200] and "your first login sets it" in page
         started = psutil.Process(hub.pid).children(recursive=True)
         assert len(started) >= 5, f"proxy, two servers and their kernels expected: {started}"
         # the instructor restarts the hub mid-session: servers and kernels carry on, with what they held

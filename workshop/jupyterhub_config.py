@@ -5,8 +5,9 @@
         COURSE_ROOM_ADMIN=teacher COURSE_ROOM_ADMIN_PASSWORD=$(openssl rand -hex 16) \\
         /path/to/course/.venv/bin/jupyterhub -f /path/to/course/workshop/jupyterhub_config.py --port 8000
 
-Participants open http://<server>:8000, log in with a name of their choice and the room's password, and get
-JupyterLab on their own copy of the lessons, exercises and solutions, on one of the box's GPUs (the least-loaded
+Participants open http://<server>:8000, log in with a name of their choice, the room's password and a password of
+their own (their first login sets it: the name is theirs from then on), and get JupyterLab on their own copy of
+the lessons, exercises and solutions, on one of the box's GPUs (the least-loaded
 one). The hub listens on --port (8000 above) and uses two more ports of the box's own: 8081 (the hub's API, for
 the servers) and 8001 (the proxy's API); a second hub on the same box needs others (--JupyterHub.hub_port,
 --ConfigurableHTTPProxy.api_url). Knobs, as environment variables of the hub:
@@ -26,6 +27,8 @@ readable by the hub alone (umask 077); the course is imported from where it is i
 writable by others (the hub refuses to start otherwise). Started by another user, the hub cannot switch users:
 it says so, and every participant's server runs as that user, in a folder of its own, unseparated.
 """
+import hashlib
+import hmac
 import json
 import os
 import re
@@ -55,20 +58,48 @@ def unix_name(name):
 
 
 class RoomAuthenticator(SharedPasswordAuthenticator):
-    """The room's password and a name of the participant's choice; a name the room cannot use is refused with
-    the rule, not with the login page's 'invalid username or password'."""
+    """The room's password, a name of the participant's choice, and a password of their own that their first login
+    sets: from then on the name is theirs (the room's password alone no longer logs in as it). A name the room
+    cannot use is refused with the rule, not with the login page's 'invalid username or password'."""
+    request_otp = True  # the login form's third field: the participant's own password (made a password field below)
+    otp_prompt = "Your own password, 6 characters or more (your first login sets it; the one above is the room's):"
 
     async def authenticate(self, handler, data):
-        name = self.normalize_username((data or {}).get("username", "").strip())
+        data = data or {}
+        name = self.normalize_username(data.get("username", "").strip())
         if not NAME.fullmatch(name):
             raise web.HTTPError(403, f"the name {name[:40]!r} cannot be used: {NAME_RULE}")
-        return await super().authenticate(handler, data)
+        user = await super().authenticate(handler, data)
+        if user is None or user.get("admin"):  # the wrong room password; or the instructor, with their own
+            return user
+        own = data.get("otp") or ""
+        if len(own) < 6:
+            raise web.HTTPError(403, "choose a password of your own, 6 characters or more, in the third field: "
+                                     "it keeps your name yours (the room's password is everyone's)")
+        return user if own_password_matches(name, own) else None
 
 
-# Who: one shared password, any name. Right for a day on a trusted network; for anything longer or open to
-# the internet, use real accounts (PAMAuthenticator with system users, or oauthenticator's
-# GitHubOAuthenticator) and HTTPS (c.JupyterHub.ssl_cert / ssl_key, or a reverse proxy).
+def own_password_matches(name, own, path=None):
+    """Whether ``own`` is ``name``'s own password; the first time a name comes, it becomes so. Kept as scrypt hashes
+    in the hub's folder (readable by the hub alone; delete a name's entry to let its participant choose again)."""
+    path = Path(path or STATE / "room-passwords.json")
+    kept = json.loads(path.read_text()) if path.exists() else {}
+    if name not in kept:
+        salt = os.urandom(16)
+        kept[name] = {"salt": salt.hex(), "hash": hashlib.scrypt(own.encode(), salt=salt, n=2**14, r=8, p=1).hex()}
+        path.write_text(json.dumps(kept, indent=1))
+        path.chmod(0o600)
+        return True
+    entry = kept[name]
+    got = hashlib.scrypt(own.encode(), salt=bytes.fromhex(entry["salt"]), n=2**14, r=8, p=1).hex()
+    return hmac.compare_digest(got, entry["hash"])
+
+
+# Who: the room's password lets people in, their own password keeps their name theirs. Right for a day on a
+# trusted network; for anything longer or open to the internet, use real accounts (PAMAuthenticator with system
+# users, or oauthenticator's GitHubOAuthenticator) and HTTPS (c.JupyterHub.ssl_cert / ssl_key, or a reverse proxy).
 c.JupyterHub.authenticator_class = RoomAuthenticator
+c.JupyterHub.template_paths = [str(Path(__file__).parent / "templates")]  # the third field as a password field
 c.SharedPasswordAuthenticator.user_password = os.environ.get("COURSE_ROOM_PASSWORD") or sys.exit(
     "set COURSE_ROOM_PASSWORD (8 characters or more): the password participants log in with")
 c.Authenticator.allow_all = True
