@@ -275,8 +275,18 @@ def _runs_as_another_user(python):
     return run.returncode == 0
 
 
-def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_path):
-    """Two participants, each their own Unix user: a lesson cell runs in each kernel on its GPU with the recorded
+def _npm_proxy():
+    """The folder holding npm's configurable-http-proxy (Node.js) on PATH, or None."""
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        found = Path(folder or ".") / "configurable-http-proxy"
+        if found.is_file() and b"node" in found.read_bytes()[:64]:
+            return folder
+    return None
+
+
+@pytest.mark.parametrize("proxy", ["npm", "python"])
+def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_path, proxy):
+    """Behind each proxy, JupyterHub's own from npm and its Python port: two participants, each their own Unix user: a lesson cell runs in each kernel on its GPU with the recorded
     switch; from ada's kernel every reach into bob's files, the hub's secrets, the course's code or another
     process's token is refused; ada's token opens nothing of bob's; there is no terminal; a name the room cannot
     use is refused with the rule; the hub stops with nothing left running."""
@@ -297,8 +307,14 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PATH": _fake_smi(tmp_path / "bin"), "COURSE_ROOM_PASSWORD": PASSWORD,
            "COURSE_ROOM_RECORDED": "1"}
-    for key in ("COURSE_ROOM_GPUS", "COURSE_ROOM_ADMIN", "COURSE_ROOM_TERMINALS"):
+    for key in ("COURSE_ROOM_GPUS", "COURSE_ROOM_ADMIN", "COURSE_ROOM_TERMINALS", "COURSE_ROOM_PROXY"):
         env.pop(key, None)
+    if proxy == "python":
+        env["COURSE_ROOM_PROXY"] = "python"
+    elif not _npm_proxy():  # CI installs it (.ci/run) and says so: there it must not be skipped
+        if os.environ.get("COURSE_NPM_PROXY") == "required":
+            pytest.fail("npm's configurable-http-proxy is not on PATH, and COURSE_NPM_PROXY=required")
+        pytest.skip("npm's configurable-http-proxy is not on PATH (npm install -g configurable-http-proxy@5.3.0)")
     log = tmp_path / "hub.log"
 
     def start_hub():
@@ -373,6 +389,8 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
         assert 'type="password"' in page.split('id="otp_input"')[1][:200] and "your first login sets it" in page
         started = psutil.Process(hub.pid).children(recursive=True)
         assert len(started) >= 5, f"proxy, two servers and their kernels expected: {started}"
+        runs = [" ".join(p.cmdline()) for p in started if "configurable-http-proxy" in " ".join(p.cmdline())]
+        assert runs and all(("node" in r) == (proxy == "npm") for r in runs), runs  # the proxy asked for
         # the instructor restarts the hub mid-session: servers and kernels carry on, with what they held
         channel = f"ws://127.0.0.1:{port}/user/{ada}/api/kernels/{kernels[ada]}/channels"
         assert not asyncio.run(_execute(channel, auth[ada], "kept = 6 * 7"))[1]

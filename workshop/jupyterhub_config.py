@@ -19,6 +19,7 @@ the servers) and 8001 (the proxy's API); a second hub on the same box needs othe
   COURSE_ROOM_ADMIN      the instructor's login name: an admin of the hub (the hub's admin page, every server),
   COURSE_ROOM_ADMIN_PASSWORD  with a password of its own (32 characters or more; the room's does not log in as it)
   COURSE_ROOM_TERMINALS=1  give participants JupyterLab's terminal (off by default: a shell on the GPU server)
+  COURSE_ROOM_PROXY=python   the Python port of the proxy even where npm's configurable-http-proxy is on PATH
 
 Separation (as The Littlest JupyterHub does it on one server), when the hub runs as root: each participant is
 the Unix user ``jupyter-<name>``, created at the first login, with a home of their own under ./home that only
@@ -109,11 +110,25 @@ if os.environ.get("COURSE_ROOM_ADMIN"):  # the instructor logs in with a passwor
         "COURSE_ROOM_ADMIN is set: set COURSE_ROOM_ADMIN_PASSWORD too (32 characters or more), the instructor's "
         "own password (the room's password never logs in as the admin)")
 
-# The proxy: the Python port of configurable-http-proxy pinned in requirements.txt, beside this
-# Python; without it JupyterHub looks for npm's configurable-http-proxy on PATH.
-_proxy = Path(sys.executable).parent / "configurable-http-proxy"
-if _proxy.exists():
-    c.ConfigurableHTTPProxy.command = [str(_proxy)]
+
+
+def proxy_command():
+    """JupyterHub's own proxy, configurable-http-proxy from npm (Node 20+), where PATH has it; else its Python port
+    pinned in requirements.txt, beside this Python (COURSE_ROOM_PROXY=python asks for the port): ([command], which)."""
+    port = Path(sys.executable).parent / "configurable-http-proxy"
+    if os.environ.get("COURSE_ROOM_PROXY") != "python":
+        for folder in os.environ.get("PATH", "").split(os.pathsep):
+            found = Path(folder or ".") / "configurable-http-proxy"
+            if found.is_file() and os.access(found, os.X_OK) and found.resolve() != port.resolve():
+                with open(found, "rb") as script:
+                    if b"node" in script.readline():
+                        return [str(found)], "npm"
+    return [str(port)], "python"
+
+
+c.ConfigurableHTTPProxy.command, PROXY = proxy_command()
+print(f"[workshop] the proxy: configurable-http-proxy from {'npm' if PROXY == 'npm' else 'PyPI, the Python port'} "
+      f"({c.ConfigurableHTTPProxy.command[0]})", file=sys.stderr)
 
 # what the hub writes (database, cookie secret, participants' files it copies) is its own unless opened on purpose
 os.umask(0o077)
