@@ -47,7 +47,7 @@ def _load_config(monkeypatch, tmp_path, **env):
     """The config file as JupyterHub loads it (its hooks and settings), in ``tmp_path`` with ``env``."""
     from traitlets.config import Config
     for key in ("COURSE_ROOM_PASSWORD", "COURSE_ROOM_RECORDED", "COURSE_ROOM_GPUS", "COURSE_ROOM_ADMIN",
-                "COURSE_ROOM_TERMINALS"):
+                "COURSE_ROOM_TERMINALS", "COURSE_ROOM_PROXY", "COURSE_ROOM_MEMORY"):
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
@@ -114,7 +114,8 @@ def test_a_name_the_room_cannot_use_is_refused_with_the_rule(monkeypatch, tmp_pa
         with pytest.raises(web.HTTPError) as refused:
             asyncio.run(auth.authenticate(None, {"username": name, "password": PASSWORD}))
         assert refused.value.status_code == 403 and "1 to 24 characters" in refused.value.log_message, name
-    assert asyncio.run(auth.authenticate(None, {"username": "ada", "password": "wrong-password", "otp": "x" * 8})) is None
+    wrong = {"username": "ada", "password": "wrong-password", "otp": "x" * 8}
+    assert asyncio.run(auth.authenticate(None, wrong)) is None
 
 
 def test_a_participants_first_login_makes_the_name_theirs(monkeypatch, tmp_path):
@@ -159,6 +160,30 @@ def test_a_course_others_can_write_is_found(monkeypatch, tmp_path):
     assert scope["_writable_by_others"](course) is None
     (course / "kernels" / "lab" / "mode.py").chmod(0o666)
     assert scope["_writable_by_others"](course) == course / "kernels" / "lab" / "mode.py"
+
+
+def test_memory_groups_take_the_limit_on_either_cgroup_version(monkeypatch, tmp_path):
+    """Each participant's group is made under the room's, with the limit written where the box's cgroup version
+    reads it (trees faked here; the real one is the room test's); a limit the box cannot set stops the hub."""
+    _, scope = _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD)
+    assert [scope["_bytes"](v) for v in ("4G", "512M", "1.5GiB", "1024")] == [4 * 2**30, 512 * 2**20, 3 * 2**29, 1024]
+    v1 = tmp_path / "v1"
+    (v1 / "memory").mkdir(parents=True)
+    (v1 / "memory" / "memory.limit_in_bytes").write_text("max")
+    group = scope["MemoryGroups"](2**30, root=v1).group("jupyter-ada")
+    assert group == v1 / "memory" / "course-room" / "jupyter-ada"
+    assert (group / "memory.limit_in_bytes").read_text() == str(2**30)
+    v2 = tmp_path / "v2"
+    v2.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpuset cpu io memory pids")
+    group = scope["MemoryGroups"](2**30, root=v2).group("jupyter-ada")
+    enabled = [(v2 / where / "cgroup.subtree_control").read_text() for where in ("", "course-room")]
+    assert enabled == ["+memory", "+memory"]
+    assert (group / "memory.max").read_text() == str(2**30)
+    with pytest.raises(OSError, match="no cgroup memory controller"):
+        scope["MemoryGroups"](2**30, root=tmp_path / "none")
+    with pytest.raises(SystemExit, match="COURSE_ROOM_MEMORY=lots: cannot limit"):
+        _load_config(monkeypatch, tmp_path, COURSE_ROOM_PASSWORD=PASSWORD, COURSE_ROOM_MEMORY="lots")
 
 # ---- the real hub ------------------------------------------------------------------------------
 
@@ -286,10 +311,12 @@ def _npm_proxy():
 
 @pytest.mark.parametrize("proxy", ["npm", "python"])
 def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_path, proxy):
-    """Behind each proxy, JupyterHub's own from npm and its Python port: two participants, each their own Unix user: a lesson cell runs in each kernel on its GPU with the recorded
-    switch; from ada's kernel every reach into bob's files, the hub's secrets, the course's code or another
-    process's token is refused; ada's token opens nothing of bob's; there is no terminal; a name the room cannot
-    use is refused with the rule; the hub stops with nothing left running."""
+    """Behind each proxy (JupyterHub's own from npm, and its Python port), two participants, each their own Unix
+    user: a lesson cell runs in each kernel on its GPU with the recorded switch; from ada's kernel every reach into
+    bob's files, the hub's secrets, the course's code or another process's token is refused, and her memory limit
+    holds her processes; ada's token opens nothing of bob's; logging in as bob with the room's password is refused;
+    there is no terminal and no nbgrader menu; a name the room cannot use is refused with the rule; a restart of
+    the hub keeps the kernels; the hub stops with nothing left running."""
     pytest.importorskip("jupyterhub", reason="jupyterhub is not installed (requirements.txt pins it)")
     if os.geteuid() != 0:
         pytest.skip("the room separates participants as Unix users: the hub must run as root (CI runs as root)")
@@ -309,6 +336,7 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
            "COURSE_ROOM_RECORDED": "1"}
     for key in ("COURSE_ROOM_GPUS", "COURSE_ROOM_ADMIN", "COURSE_ROOM_TERMINALS", "COURSE_ROOM_PROXY"):
         env.pop(key, None)
+    env["COURSE_ROOM_MEMORY"] = "1536M"  # a server and a kernel after a lesson cell: about 0.5 GiB (the guide)
     if proxy == "python":
         env["COURSE_ROOM_PROXY"] = "python"
     elif not _npm_proxy():  # CI installs it (.ci/run) and says so: there it must not be skipped
@@ -370,6 +398,13 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
         tries = json.loads(next(line[8:] for line in out.splitlines() if line.startswith("ATTACKS ")))
         assert len(tries) == 7 and all(v == "refused" for v in tries.values()), tries
         assert f" jupyter-{ada} " in next(line for line in out.splitlines() if line.startswith("AS ")), out
+        # the participant's memory limit holds their processes: 2 GiB touched is killed, 256 MiB is not
+        out, errors = asyncio.run(_execute(
+            f"ws://127.0.0.1:{port}/user/{ada}/api/kernels/{kernels[ada]}/channels", auth[ada],
+            "import subprocess, sys\n"
+            "touch = 'b = bytearray({} * 2**20); b[::4096] = bytes(len(b[::4096]))'\n"
+            "print('RC', [subprocess.run([sys.executable, '-c', touch.format(n)]).returncode for n in (256, 2048)])"))
+        assert not errors and "RC [0, -9]" in out, (errors, out)
         assert requests.get(f"{url}/user/{bob}/api/contents", headers=auth[ada]).status_code in (403, 404)
         assert requests.post(f"{url}/user/{ada}/api/terminals", headers=auth[ada]).status_code == 404
         # what a participant's JupyterLab shows: no nbgrader menus or formgrader, no news pop-up
@@ -423,6 +458,11 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
                 p.kill()
             except psutil.NoSuchProcess:
                 pass
-        for name in names:  # the Unix users the room made, and their homes
+        for name in names:  # the Unix users the room made, their homes, and their memory groups
             subprocess.run(["userdel", "--remove", f"jupyter-{name}"], capture_output=True)
+            for room in (Path("/sys/fs/cgroup/course-room"), Path("/sys/fs/cgroup/memory/course-room")):
+                try:
+                    (room / f"jupyter-{name}").rmdir()
+                except OSError:
+                    pass
         shutil.rmtree(state, ignore_errors=True)

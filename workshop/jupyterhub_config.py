@@ -20,6 +20,7 @@ the servers) and 8001 (the proxy's API); a second hub on the same box needs othe
   COURSE_ROOM_ADMIN_PASSWORD  with a password of its own (32 characters or more; the room's does not log in as it)
   COURSE_ROOM_TERMINALS=1  give participants JupyterLab's terminal (off by default: a shell on the GPU server)
   COURSE_ROOM_PROXY=python   the Python port of the proxy even where npm's configurable-http-proxy is on PATH
+  COURSE_ROOM_MEMORY     each participant's memory, server and kernels together, e.g. "4G" (cgroups; as root)
 
 Separation (as The Littlest JupyterHub does it on one server), when the hub runs as root: each participant is
 the Unix user ``jupyter-<name>``, created at the first login, with a home of their own under ./home that only
@@ -149,8 +150,53 @@ if SEPARATE:
                  f"(chmod -R go-w {COURSE})")
 
 
+def _bytes(size):
+    """'4G', '512M', '1073741824' -> bytes."""
+    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    size = size.strip().upper().removesuffix("B").removesuffix("I")
+    return int(float(size[:-1]) * units[size[-1]]) if size[-1:] in units else int(size)
+
+
+class MemoryGroups:
+    """Each participant's server and kernels in a control group of their own, limited together to ``limit`` bytes:
+    cgroup v2 where the box has it (memory.max), else v1's memory controller (memory.limit_in_bytes). Past the
+    limit the kernel's out-of-memory killer ends a process of that participant's, no one else's."""
+
+    def __init__(self, limit, root=Path("/sys/fs/cgroup")):
+        self.limit = limit
+        v2 = root / "cgroup.controllers"
+        if v2.exists() and "memory" in v2.read_text().split():
+            self.room, self.knob = root / "course-room", "memory.max"
+            (root / "cgroup.subtree_control").write_text("+memory")
+            self.room.mkdir(exist_ok=True)
+            (self.room / "cgroup.subtree_control").write_text("+memory")
+        elif (root / "memory" / "memory.limit_in_bytes").exists():
+            self.room, self.knob = root / "memory" / "course-room", "memory.limit_in_bytes"
+            self.room.mkdir(exist_ok=True)
+        else:
+            raise OSError(f"no cgroup memory controller under {root}")
+
+    def group(self, user):
+        """The group of ``user``, made and limited (again: the room may have changed its limit)."""
+        group = self.room / user
+        group.mkdir(exist_ok=True)
+        (group / self.knob).write_text(str(self.limit))
+        return group
+
+
+MEMORY = None
+if os.environ.get("COURSE_ROOM_MEMORY"):
+    try:
+        MEMORY = MemoryGroups(_bytes(os.environ["COURSE_ROOM_MEMORY"]))
+        MEMORY.group("jupyter-probe").rmdir()  # a limit can be set here: fail now, not at the first login
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"COURSE_ROOM_MEMORY={os.environ['COURSE_ROOM_MEMORY']}: cannot limit participants' memory on this "
+                 f"box ({e}); the hub must run as root on a box with cgroups (v2, or v1's memory controller)")
+
+
 class RoomSpawner(LocalProcessSpawner):
-    """A participant's server as their own Unix user, ``jupyter-<name>``, in their home."""
+    """A participant's server as their own Unix user, ``jupyter-<name>``, in their home (and, with
+    COURSE_ROOM_MEMORY, in their memory group: joined before the process drops to the user)."""
 
     def user_env(self, env):
         import pwd
@@ -159,7 +205,15 @@ class RoomSpawner(LocalProcessSpawner):
         return env
 
     def make_preexec_fn(self, name):
-        return set_user_setuid(unix_name(name))
+        become = set_user_setuid(unix_name(name))
+        if MEMORY is None:
+            return become
+        procs = MEMORY.group(unix_name(name)) / "cgroup.procs"
+
+        def preexec():
+            procs.write_text(str(os.getpid()))  # the server, and every kernel it starts, count against the group
+            become()
+        return preexec
 
 
 class SharedSpawner(LocalProcessSpawner):
