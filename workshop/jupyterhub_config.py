@@ -7,10 +7,10 @@
 
 Participants open http://<server>:8000, log in with a name of their choice, the room's password and a password of
 their own (their first login sets it: the name is theirs from then on), and get JupyterLab on their own copy of
-the lessons, exercises and solutions, on one of the box's GPUs (the least-loaded
-one). The hub listens on --port (8000 above) and uses two more ports of the box's own: 8081 (the hub's API, for
-the servers) and 8001 (the proxy's API); a second hub on the same box needs others (--JupyterHub.hub_port,
---ConfigurableHTTPProxy.api_url). Knobs, as environment variables of the hub:
+the lessons, exercises and solutions, on one of the box's GPUs (the least-loaded one). The hub listens on --port
+(8000 above) and uses two more ports of the box's own: 8081 (the hub's API, for the servers) and 8001 (the
+proxy's API); a second hub on the same box needs others (--JupyterHub.hub_port, --ConfigurableHTTPProxy.api_url).
+Knobs, as environment variables of the hub:
   COURSE_ROOM_PASSWORD   the room's shared password (8 characters or more; required)
   COURSE_ROOM_RECORDED=1 participants see the recorded figures (COURSE_RECORDED=1 in each server): nobody
                          times an 8192^3 GEMM on a card others share; kernels still run
