@@ -436,8 +436,7 @@ def _ncu_prompt():
     rows = "\n".join(f"| {what} | {fmt(gemm_r['ncu'][k])} | {fmt(copy_r['ncu'][k])} |" for what, k, fmt in NCU_ROWS)
     return ("Nsight Compute's figures for one launch of each of two course kernels (`ncu --clock-control none`, "
             f"recorded on {store.device}, {gemm_r.get('date', '?')}). A stall figure is the warps waiting for that "
-            "reason, on average, per cycle in "
-            "which a warp issued.\n\n| | kernel A | kernel B |\n|---|---|---|\n"
+            "reason, on average, per cycle in which a warp issued.\n\n| | kernel A | kernel B |\n|---|---|---|\n"
             f"| duration | {gemm_r['ms'] * 1e3:.0f} us | {copy_r['ms'] * 1e3:.0f} us |\n{rows}\n\n"
             "Which kernel is bound by memory and which by compute? Which figures say so, and which would "
             "mislead you? What would you try next on each?")
@@ -450,7 +449,8 @@ def _ncu_answer():
               for r in store.select("03", "copies") if r["name"] in ("torch_copy", "copy_tma", "copy_tma_loop")
               and r["config"].get("stages") in (None, 4) and r["config"].get("descriptor") in (None, "device")}
     lanes = ", ".join(f"{n} {r['gbps'] / 1000:.2f} TB/s" for n, r in copies.items())
-    n_waves, _, busy = waves(gemm_tiles(g["shape"], g["config"]["BLOCK_M"], g["config"]["BLOCK_N"]))
+    tiles = gemm_tiles(g["shape"], g["config"]["BLOCK_M"], g["config"]["BLOCK_N"])
+    n_waves, _, busy = waves(tiles)
     bench = store.find("04", "sweep", "gemm_tma", config={"BLOCK_M": 128, "BLOCK_N": 256, "stages": 3,
                                                            "persistent": True})
     bench_line = (f" Lesson 04's `do_bench` median of the same kernel, in its own run, is {bench['ms']:.2f} ms "
@@ -482,7 +482,7 @@ def _ncu_answer():
             "per block, most of it the stages), and the tensor pipe is busy while few instructions issue: one "
             "`wgmma` keeps it working for many cycles. For a GEMM the figure to read is the tensor pipe's; the rest "
             "is the schedule: "
-            f"{gemm_tiles(g['shape'], g['config']['BLOCK_M'], g['config']['BLOCK_N'])} tiles on {SMS} SMs are "
+            f"{tiles} tiles on {SMS} SMs are "
             f"{n_waves} waves, {busy:.0%} of SM-time busy, plus the prologue and epilogue of each tile (a "
             "hypothesis for the remaining idle cycles, not measured here). Next: little; a faster GEMM at this "
             f"shape has at most {100 - gn['tensor_pct']:.0f}% of cycles to win.{bench_line}\n\n"
