@@ -6,12 +6,12 @@ everything shut down with no process left behind. A fake `nvidia-smi` lists two
 GPUs, so the spread is tested on a machine without any (the kernels then find no GPU: CPU mode)."""
 import asyncio
 import concurrent.futures
+import importlib.util
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +20,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from kernels.tools import room
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "workshop" / "jupyterhub_config.py"
@@ -31,7 +33,9 @@ kernels.banner()
 from kernels.lessons import l00_memory_wall as lesson
 ceil = lesson.ceilings()
 print(f"ridge {ceil.ridge:.0f} FLOP/B ({ceil.label})")
-print("seat", repr(os.environ.get("CUDA_VISIBLE_DEVICES")), repr(os.environ.get("COURSE_RECORDED")), os.getcwd())
+open(os.path.join(os.environ["HOME"], "mine.txt"), "w").close()  # their home is theirs to write in
+print("seat", repr(os.environ.get("CUDA_VISIBLE_DEVICES")), repr(os.environ.get("COURSE_RECORDED")), os.getcwd(),
+      os.environ["HOME"])
 """
 
 
@@ -187,16 +191,6 @@ def test_memory_groups_take_the_limit_on_either_cgroup_version(monkeypatch, tmp_
 
 # ---- the real hub ------------------------------------------------------------------------------
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def _wait(what, check, timeout, hub, log):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -207,55 +201,6 @@ def _wait(what, check, timeout, hub, log):
             return got
         time.sleep(0.3)
     pytest.fail(f"timed out waiting for {what}:\n{log.read_text()[-4000:]}")
-
-
-def _login(requests, url, name):
-    """A participant logs in through the form, as a browser does, then asks for an API token."""
-    s = requests.Session()
-    s.get(f"{url}/hub/login").raise_for_status()
-    xsrf = s.cookies["_xsrf"]
-    r = s.post(f"{url}/hub/login", data={"username": name, "password": PASSWORD, "otp": f"own-{name}", "_xsrf": xsrf},
-               allow_redirects=False)
-    assert r.status_code == 302 and any(k.startswith("jupyterhub-hub-login") for k in s.cookies.keys()), r.text[:500]
-    r = s.post(f"{url}/hub/api/users/{name}/tokens", json={"note": "test", "expires_in": 600},
-               headers={"X-XSRFToken": s.cookies["_xsrf"]})  # a new one, bound to the login
-    r.raise_for_status()
-    return {"Authorization": f"token {r.json()['token']}"}
-
-
-async def _execute(ws_url, auth, code, timeout=90):
-    """Run ``code`` in a kernel through its websocket channel; its stdout, and its errors."""
-    from tornado.httpclient import HTTPRequest
-    from tornado.websocket import websocket_connect
-    # tornado's default 20 s: a CI machine of 2 cores running notebooks beside this test once took longer to
-    # put the websocket through the proxy to a kernel that was still starting
-    ws = await websocket_connect(HTTPRequest(ws_url, headers=auth, connect_timeout=timeout, request_timeout=timeout))
-    msg_id = uuid.uuid4().hex
-    ws.write_message(json.dumps({
-        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": uuid.uuid4().hex,
-                   "version": "5.3", "date": ""},
-        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-        "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
-                    "allow_stdin": False, "stop_on_error": True}}))
-    out, errors, replied, idle = [], [], False, False
-    end = time.monotonic() + timeout
-    while not (replied and idle):
-        raw = await asyncio.wait_for(ws.read_message(), max(end - time.monotonic(), 0.1))
-        assert raw is not None, "the kernel's websocket closed"
-        msg = json.loads(raw)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        kind, content = msg["msg_type"], msg["content"]
-        if kind == "stream":
-            out.append(content["text"])
-        elif kind == "error":
-            errors.append(f"{content['ename']}: {content['evalue']}")
-        elif kind == "execute_reply":
-            replied = True
-        elif kind == "status" and content["execution_state"] == "idle":
-            idle = True
-    ws.close()
-    return "".join(out), errors
 
 
 # what a participant tries from their own kernel, each attempt refused or not ({state}, {course}, {other} filled in)
@@ -330,7 +275,7 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
     state.chmod(0o711)
     suffix = uuid.uuid4().hex[:4]
     names = (f"ada-{suffix}", f"bob-{suffix}")
-    port, hub_port, proxy_api = _free_ports(3)
+    port, hub_port, proxy_api = room.free_ports(3)
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PATH": _fake_smi(tmp_path / "bin"), "COURSE_ROOM_PASSWORD": PASSWORD,
            "COURSE_ROOM_RECORDED": "1"}
@@ -344,6 +289,9 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
             pytest.fail("npm's configurable-http-proxy is not on PATH, and COURSE_NPM_PROXY=required")
         pytest.skip("npm's configurable-http-proxy is not on PATH (npm install -g configurable-http-proxy@5.3.0)")
     log = tmp_path / "hub.log"
+    # bob's Unix user is there already, from another day, with a home elsewhere: the room gives him its own
+    subprocess.run(["useradd", "--no-create-home", "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
+                    "--user-group", f"jupyter-{names[1]}"], check=True)
 
     def start_hub():
         with open(log, "a") as sink:
@@ -363,7 +311,7 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
     started = []  # every process of the room, gathered while it runs, to check none outlives the hub
     try:
         _wait("the hub", up, 60, hub, log)
-        auth = {name: _login(requests, url, name) for name in names}
+        auth = {name: room.login(url, name, PASSWORD, f"own-{name}") for name in names}
         pool = concurrent.futures.ThreadPoolExecutor(len(names))  # a spawn request waits up to 10 s: both at once
         for r in pool.map(lambda name: requests.post(f"{url}/hub/api/users/{name}/server", headers=auth[name]), names):
             assert r.status_code in (201, 202), r.text
@@ -377,7 +325,7 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
             kernels[name] = r.json()["id"]
 
         async def both():
-            return await asyncio.gather(*(_execute(
+            return await asyncio.gather(*(room.execute(
                 f"ws://127.0.0.1:{port}/user/{name}/api/kernels/{kernels[name]}/channels", auth[name], CELL)
                 for name in names))
         ran = dict(zip(names, asyncio.run(both())))
@@ -388,18 +336,19 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
             assert "COURSE_RECORDED=1: every timing and widget figure is the recorded one" in out, out
             assert "ridge " in out and "recorded on " in out, out
             seat = next(line.split() for line in out.splitlines() if line.startswith("seat "))
-            assert seat[2:] == ["'1'", str(state / "home" / f"jupyter-{name}")], out  # the switch, their own home
+            home = str(state / "home" / f"jupyter-{name}")
+            assert seat[2:] == ["'1'", home, home], out  # the switch, their own home
             seats.append(seat[1])
         assert sorted(seats) == ["'0'", "'1'"], f"two participants on two GPUs should sit one per GPU: {seats}"
         ada, bob = names
-        out, errors = asyncio.run(_execute(f"ws://127.0.0.1:{port}/user/{ada}/api/kernels/{kernels[ada]}/channels",
+        out, errors = asyncio.run(room.execute(f"ws://127.0.0.1:{port}/user/{ada}/api/kernels/{kernels[ada]}/channels",
                                            auth[ada], ATTACKS.format(state=str(state), course=str(ROOT), other=bob)))
         assert not errors, errors
         tries = json.loads(next(line[8:] for line in out.splitlines() if line.startswith("ATTACKS ")))
         assert len(tries) == 7 and all(v == "refused" for v in tries.values()), tries
         assert f" jupyter-{ada} " in next(line for line in out.splitlines() if line.startswith("AS ")), out
         # the participant's memory limit holds their processes: 2 GiB touched is killed, 256 MiB is not
-        out, errors = asyncio.run(_execute(
+        out, errors = asyncio.run(room.execute(
             f"ws://127.0.0.1:{port}/user/{ada}/api/kernels/{kernels[ada]}/channels", auth[ada],
             "import subprocess, sys\n"
             "touch = 'b = bytearray({} * 2**20); b[::4096] = bytes(len(b[::4096]))'\n"
@@ -409,9 +358,10 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
         assert requests.post(f"{url}/user/{ada}/api/terminals", headers=auth[ada]).status_code == 404
         # what a participant's JupyterLab shows: no nbgrader menus or formgrader, no news pop-up
         assert requests.get(f"{url}/user/{ada}/formgrader", headers=auth[ada]).status_code == 404
-        page = requests.get(f"{url}/user/{ada}/lab", headers=auth[ada]).text
-        config = json.loads(re.search(r'id="jupyter-config-data"[^>]*>\s*(.*?)\s*</script>', page, re.S).group(1))
-        assert "@jupyter/nbgrader" in config["disabledExtensions"] and not config.get("newsUrl"), config
+        if importlib.util.find_spec("jupyterlab"):  # (the GPU box's offline bundle has the hub, not JupyterLab)
+            page = requests.get(f"{url}/user/{ada}/lab", headers=auth[ada]).text
+            config = json.loads(re.search(r'id="jupyter-config-data"[^>]*>\s*(.*?)\s*</script>', page, re.S).group(1))
+            assert "@jupyter/nbgrader" in config["disabledExtensions"] and not config.get("newsUrl"), config
         refused = requests.Session()
         refused.get(f"{url}/hub/login")
         r = refused.post(f"{url}/hub/login", data={"username": "x" * 300, "password": PASSWORD, "otp": "whatever",
@@ -424,18 +374,18 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
         assert 'type="password"' in page.split('id="otp_input"')[1][:200] and "your first login sets it" in page
         started = psutil.Process(hub.pid).children(recursive=True)
         assert len(started) >= 5, f"proxy, two servers and their kernels expected: {started}"
-        runs = [" ".join(p.cmdline()) for p in started if "configurable-http-proxy" in " ".join(p.cmdline())]
+        runs = [" ".join(p.cmdline()) for p in started if re.search("configurable.http.proxy", " ".join(p.cmdline()))]
         assert runs and all(("node" in r) == (proxy == "npm") for r in runs), runs  # the proxy asked for
         # the instructor restarts the hub mid-session: servers and kernels carry on, with what they held
         channel = f"ws://127.0.0.1:{port}/user/{ada}/api/kernels/{kernels[ada]}/channels"
-        assert not asyncio.run(_execute(channel, auth[ada], "kept = 6 * 7"))[1]
+        assert not asyncio.run(room.execute(channel, auth[ada], "kept = 6 * 7"))[1]
         hub.send_signal(signal.SIGTERM)
         assert hub.wait(30) == 0, log.read_text()[-4000:]
         hub = start_hub()
         _wait("the hub, restarted", up, 60, hub, log)
         _wait(f"{ada}'s server through the new proxy", lambda: requests.get(
             f"{url}/user/{ada}/api/status", headers=auth[ada]).ok, 30, hub, log)
-        out, errors = asyncio.run(_execute(channel, auth[ada], "print('kept', kept)"))
+        out, errors = asyncio.run(room.execute(channel, auth[ada], "print('kept', kept)"))
         assert not errors and "kept 42" in out, (errors, out)
         started += psutil.Process(hub.pid).children(recursive=True)
         for r in pool.map(lambda name: requests.delete(f"{url}/hub/api/users/{name}/server", headers=auth[name]), names):
@@ -460,9 +410,31 @@ def test_a_room_of_two_runs_a_lesson_cell_each_apart_and_shuts_down_clean(tmp_pa
                 pass
         for name in names:  # the Unix users the room made, their homes, and their memory groups
             subprocess.run(["userdel", "--remove", f"jupyter-{name}"], capture_output=True)
-            for room in (Path("/sys/fs/cgroup/course-room"), Path("/sys/fs/cgroup/memory/course-room")):
+            for groups in (Path("/sys/fs/cgroup/course-room"), Path("/sys/fs/cgroup/memory/course-room")):
                 try:
-                    (room / f"jupyter-{name}").rmdir()
+                    (groups / f"jupyter-{name}").rmdir()
                 except OSError:
                     pass
         shutil.rmtree(state, ignore_errors=True)
+
+
+def test_the_room_measurement_reads_its_phases_and_peaks(tmp_path):
+    """kernels.tools.room's bookkeeping (the H200 run itself is the guide's sizing): a live figure counts in the
+    phase it was timed in, each process at its largest, and the summary compares the room with alone."""
+    live = tmp_path / "live.jsonl"
+    live.write_text("".join(json.dumps({"t": t, "name": "gemm", "ms": ms}) + "\n"
+                            for t, ms in [(1, 1.0), (2, 3.0), (3, 2.0), (11, 5.0), (12, 7.0)]))
+    assert room.live_medians(live, 0, 10) == {"gemm": {"ms": 2.0, "n": 3}}
+    assert room.live_medians(live, 10, 20) == {"gemm": {"ms": 6.0, "n": 2}}
+    peaks = {1: {"kind": "server", "host": 130.4, "gpu": 0.0}, 2: {"kind": "kernel", "host": 1054.0, "gpu": 710.2},
+             3: {"kind": "kernel", "host": 300.0, "gpu": 0.0}}
+    assert room.memory_summary(peaks) == {"servers": [130], "kernels": [1054, 300], "contexts": [710]}
+    report = {"device": "H200", "date": "today", "participants": 1, "separated": True, "proxy": "python",
+              "notebooks": ["a.ipynb"], "memory": room.memory_summary(peaks),
+              "live": {"alone_before": {"gemm": {"ms": 2.0}}, "room": {"gemm": {"ms": 2.2}}, "alone_after": {}},
+              "alone": [{"participant": "d", "notebook": "a.ipynb", "seconds": 10.0, "error": None, "mode": "hopper"}],
+              "room": [{"participant": "p", "notebook": "a.ipynb", "seconds": s, "error": e, "mode": "hopper"}
+                       for s, e in [(12.0, None), (18.0, None), (3.0, "stopped at the room's deadline")]]}
+    text = room._summary(report)
+    assert "(+10.0%)" in text and "alone   10.0 s   in the room: median   15.0 s over 2 runs" in text, text
+    assert "0 stopped by an error" in text and "mode hopper" in text, text

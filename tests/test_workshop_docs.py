@@ -4,6 +4,7 @@ cell it names exists, its agendas add up, its lesson times are the README's, the
 are the ones the exercise tests hold the checks to, and the README links the guide."""
 import ast
 import importlib
+import json
 import re
 from pathlib import Path
 
@@ -285,3 +286,30 @@ def test_each_agenda_has_hands_on_time_slack_and_what_to_drop(heading, whole):
         for n, what in exercises:
             number = re.match(r"exercise (\d\d)", what).group(1)
             assert n >= readme[number], f"{what}: {n} min in the agenda, {readme[number]} in the README"
+
+
+def test_the_rooms_sizing_the_guide_states_is_the_recorded_run():
+    """The sizing figures of the guide are the H200 room runs' (python -m kernels.tools.room), as recorded."""
+    import statistics
+    runs = json.loads((ROOT / "workshop" / "room-nvidia-h200.json").read_text())["runs"]
+    text = " ".join(_text(ROOT / "workshop" / "README.md").split())
+    every = {k: runs["8"]["memory"][k] + runs["24"]["memory"][k] for k in ("servers", "kernels", "contexts")}
+    assert f"their server {statistics.median(every['servers']):.0f} MiB of host memory" in text
+    assert (f"{statistics.median(every['kernels']):.0f} MiB of host memory (median; at most {max(every['kernels'])}) "
+            f"and {statistics.median(every['contexts']):.0f} MiB of GPU memory") in text
+    assert f"(median; at most {max(every['contexts'])})" in text
+    for n, r in runs.items():
+        assert r["device"] == "NVIDIA H200" and r["participants"] == int(n) and r["separated"]
+        live = r["live"]
+        moved = [abs(live["room"][k]["ms"] / live["alone_before"][k]["ms"] - 1) for k in live["room"]]
+        assert round(max(moved) * 100, 1) <= 1.0 and "moved by 1.0% at most" in text, (n, moved)
+        alone = {x["notebook"]: x["seconds"] for x in r["alone"]}
+        ratios = [statistics.median([x["seconds"] for x in r["room"] if x["notebook"] == nb and not x["error"]])
+                  / alone[nb] for nb in r["notebooks"]]
+        assert f"{min(ratios):.1f} to {max(ratios):.1f} times" in text, (n, ratios)
+        stopped = [x for x in r["alone"] + r["room"] if x["error"] and "deadline" not in x["error"]]
+        assert not stopped, stopped  # every notebook ran whole, or to the end of the run's time
+    gemm = [runs[n]["live"][k]["matmul_tma_persistent"]["ms"] for n in ("8", "24") for k in ("alone_before", "room")]
+    assert "{:.3f} ms alone, {:.3f} ms beside 8 participants; {:.3f} and {:.3f} ms".format(*gemm) in text
+    seconds = [x["seconds"] for r in runs.values() for x in r["alone"]]
+    assert f"took {min(seconds):.0f} to {max(seconds):.0f} s alone" in text

@@ -115,21 +115,21 @@ if os.environ.get("COURSE_ROOM_ADMIN"):  # the instructor logs in with a passwor
 
 def proxy_command():
     """JupyterHub's own proxy, configurable-http-proxy from npm (Node 20+), where PATH has it; else its Python port
-    pinned in requirements.txt, beside this Python (COURSE_ROOM_PROXY=python asks for the port): ([command], which)."""
-    port = Path(sys.executable).parent / "configurable-http-proxy"
+    pinned in requirements.txt, run by this Python (an unpacked wheel has no script for it; COURSE_ROOM_PROXY=python
+    asks for the port): ([command], which)."""
     if os.environ.get("COURSE_ROOM_PROXY") != "python":
         for folder in os.environ.get("PATH", "").split(os.pathsep):
-            found = Path(folder or ".") / "configurable-http-proxy"
-            if found.is_file() and os.access(found, os.X_OK) and found.resolve() != port.resolve():
-                with open(found, "rb") as script:
-                    if b"node" in script.readline():
-                        return [str(found)], "npm"
-    return [str(port)], "python"
+            script = Path(folder or ".") / "configurable-http-proxy"
+            if script.is_file() and os.access(script, os.X_OK):
+                with open(script, "rb") as f:
+                    if b"node" in f.readline():
+                        return [str(script)], "npm"
+    return [sys.executable, "-c", "import sys; from configurable_http_proxy.cli import main; sys.exit(main())"], "python"
 
 
 c.ConfigurableHTTPProxy.command, PROXY = proxy_command()
 print(f"[workshop] the proxy: configurable-http-proxy from {'npm' if PROXY == 'npm' else 'PyPI, the Python port'} "
-      f"({c.ConfigurableHTTPProxy.command[0]})", file=sys.stderr)
+      f"({' '.join(c.ConfigurableHTTPProxy.command)})", file=sys.stderr)
 
 # what the hub writes (database, cookie secret, participants' files it copies) is its own unless opened on purpose
 os.umask(0o077)
@@ -201,18 +201,20 @@ class RoomSpawner(LocalProcessSpawner):
     def user_env(self, env):
         import pwd
         user = pwd.getpwnam(unix_name(self.user.name))
-        env.update(USER=user.pw_name, HOME=user.pw_dir, SHELL=user.pw_shell)
+        # the room's home, not the user's recorded one: a user kept from another day may have another
+        env.update(USER=user.pw_name, HOME=str(home_of(self.user.name)), SHELL=user.pw_shell)
         return env
 
     def make_preexec_fn(self, name):
         become = set_user_setuid(unix_name(name))
-        if MEMORY is None:
-            return become
-        procs = MEMORY.group(unix_name(name)) / "cgroup.procs"
+        home = home_of(name)
+        procs = MEMORY.group(unix_name(name)) / "cgroup.procs" if MEMORY else None
 
         def preexec():
-            procs.write_text(str(os.getpid()))  # the server, and every kernel it starts, count against the group
+            if procs:
+                procs.write_text(str(os.getpid()))  # the server, and every kernel it starts, count against the group
             become()
+            os.chdir(home)  # become() goes to the user's recorded home, which for a user from another day is not this
         return preexec
 
 
@@ -311,6 +313,8 @@ def _make_home(name):
         create_user(unix_name(name), home)
     home.mkdir(mode=0o700, exist_ok=True)
     os.chmod(home, 0o700)
+    if SEPARATE:  # theirs even when useradd made none (the user was there already, from another day)
+        shutil.chown(home, unix_name(name), unix_name(name))
     copies = {folder: COURSE / folder for folder in ("notebooks", "exercises", "solutions")}
     if (STATE / "triton-seed").is_dir():  # the instructor's compiled kernels: each participant gets a copy of their own
         copies[".triton/cache"] = STATE / "triton-seed"

@@ -78,7 +78,7 @@ TARGETS = [
 ]
 
 
-def _launch(target):
+def launch(target):
     """(launch, reference for its output or None) of ``target`` on fresh random fp16 data."""
     import torch
 
@@ -101,7 +101,7 @@ def child():
     import torch
     launches = []
     for t in TARGETS:
-        fn, ref = _launch(t)
+        fn, ref = launch(t)
         out = fn()  # compiles, and the output is checked before anything is profiled
         if ref is not None and not torch.allclose(out.float(), ref.float(), rtol=1e-2, atol=1e-1):
             sys.exit(f"{t.name}: output differs from torch's; nothing profiled")
