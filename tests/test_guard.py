@@ -65,6 +65,7 @@ def test_a_crash_an_endless_loop_and_a_python_error_are_failed_checks(monkeypatc
     assert "FAIL  loop: your kernel did not finish in 3 s" in text
     assert "FAIL  typo: your code raised NameError: name 'undefined_name' is not defined in _typo" in text
     assert "pass  fine: ok" in text and "guard: 1 of 4 checks pass" in text
+    assert (passed.passed, passed.total, passed.score(4), passed.score(3)) == (1, 4, 1.0, 0.75)  # nbgrader's credit
 
 
 def test_each_run_draws_fresh_inputs():

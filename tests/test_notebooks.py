@@ -72,10 +72,13 @@ def test_no_placeholder_in_angle_brackets(path):
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "solutions").glob("*.ipynb")), ids=lambda p: p.name)
-def test_solution_asserts_its_checks_pass(path):
-    # nbval runs the solution; this hidden assertion (dropped from the exercise) makes a failed check fail it
+def test_solution_shows_its_grade(path):
+    # the check cell is nbgrader's graded cell: its hidden test (dropped from the exercise) shows the points earned,
+    # which nbgrader reads as partial credit; nbval runs the solution and grade_plugin fails it short of full marks
     check = [c for c in nbformat.read(path, as_version=4).cells if "exercise.check(" in c.source]
-    assert len(check) == 1 and "### BEGIN HIDDEN TESTS\nassert passed" in check[0].source
+    assert len(check) == 1
+    points = check[0].metadata["nbgrader"]["points"]
+    assert f"### BEGIN HIDDEN TESTS\npassed.score({points})" in check[0].source
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "exercises").glob("*.ipynb")), ids=lambda p: p.name)

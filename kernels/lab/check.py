@@ -351,6 +351,11 @@ GPU_TIMEOUT_S = 5
 _stuck = []  # the checks given up on: their kernels still hold this process's GPU
 
 
+def given_up():
+    """The names of the checks given up on in this process: their kernels still run on its GPU."""
+    return list(_stuck)
+
+
 def _mark():
     """A mark at the end of what the GPU has been given so far: query() is True once it has done it all (None
     before there is a CUDA context). Recording one waits while another thread of this process waits on a copy
@@ -409,8 +414,26 @@ def _outcome_watched(fn, name):
                     "the cells again")
 
 
+class Verdict:
+    """What ``run`` found: true when every check passed, and ``score(points)``, the partial credit a graded cell
+    shows (nbgrader's autograder reads a number shown by a grade cell as its points)."""
+
+    def __init__(self, passed, total):
+        self.passed, self.total = passed, total
+
+    def __bool__(self):
+        return self.passed == self.total
+
+    def score(self, points):
+        """``points`` times the fraction of the checks that pass."""
+        return round(points * self.passed / self.total, 2)
+
+    def __repr__(self):
+        return f"{self.passed} of {self.total} checks pass"
+
+
 def run(title, checks):
-    """Run named checks; print one line each and a verdict. Returns True when all pass.
+    """Run named checks; print one line each and a verdict. Returns a ``Verdict``: true when all pass.
 
     ``checks`` is a list of (name, callable); a callable returns a short note on success, raises
     AssertionError with an explanation on failure, NotImplementedError/NotAttempted for a stub. Any
@@ -432,7 +455,7 @@ def run(title, checks):
         print(f"{title}: not attempted yet - fill in the cells marked 'YOUR CODE HERE' and run this again")
     else:
         print(f"{title}: {passed} of {len(checks)} checks pass")
-    return passed == len(checks)
+    return Verdict(passed, len(checks))
 
 
 def confusions(names):

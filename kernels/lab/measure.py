@@ -19,7 +19,7 @@ def gpu_lost():
     from then on; a stream query asks without waiting), or a check gave up on a kernel that never ended."""
     if not (LIVE and torch.cuda.is_initialized()):
         return False
-    if check._stuck:  # its kernel still runs: a query would answer, a later launch would wait behind it
+    if check.given_up():  # its kernel still runs: a query would answer, a later launch would wait behind it
         return True
     try:
         torch.cuda.current_stream().query()

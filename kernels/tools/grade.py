@@ -1,0 +1,149 @@
+"""Collect a workshop room's exercises and grade them with nbgrader, partial credit per check.
+
+    sudo python -m kernels.tools.grade /srv/room 00 03 --out grades.csv     # the hub's folder, the exercises
+
+For each participant of the room (a home under <room>/home, made by workshop/jupyterhub_config.py) and each
+exercise asked, nbgrader's ``generate_assignment`` and ``autograde`` run in a grading folder of that participant's
+own, ``<room>/grading/<name>``: their ``exercises/NN_*.ipynb`` is the submission, ``solutions/NN_*.ipynb`` the
+source. nbgrader puts the graded cell back as the source has it, hidden test included: ``passed.score(points)``,
+the exercise's points times the share of its checks that pass, which nbgrader takes as the cell's partial credit.
+The grades are read from each folder's gradebook and written as one CSV: participant, exercise, points, of.
+
+Autograding runs the participant's code. As root (a hub that separates participants), each participant's grading
+runs as their own Unix user ``jupyter-<name>``: nobody's code runs as root, or can reach another's grade. Without
+root (a hub that does not separate them) it runs as you. Either way a participant who wants a full score can fake
+one from their own code (as in any notebook autograder): the grade is feedback for the room, not an exam.
+Participants' kernels run with COURSE_RECORDED=1: the checks run, nothing is timed."""
+import argparse
+import csv
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFIX = "jupyter-"  # workshop/jupyterhub_config.py's Unix user for a participant
+
+
+def participants(room):
+    """{name: (their home, their Unix user or None)} of the room's homes."""
+    found = {}
+    for home in sorted((Path(room) / "home").iterdir()):
+        if not home.is_dir():
+            continue
+        try:
+            user = pwd.getpwnam(home.name) if home.name.startswith(PREFIX) else None
+        except KeyError:
+            user = None
+        found[home.name.removeprefix(PREFIX) if user else home.name] = (home, user)
+    return found
+
+
+def exercise(number):
+    """The notebook's file name of exercise ``number`` (00-08)."""
+    found = sorted((ROOT / "solutions").glob(f"{number}_*.ipynb"))
+    if not found:
+        raise SystemExit(f"no exercise {number}: solutions/ holds {', '.join(p.name[:2] for p in ROOT.glob('solutions/*.ipynb'))}")
+    return found[0].name
+
+
+def _course(folder, name, home, notebooks):
+    """The nbgrader course folder of one participant: the sources, and their submissions (a missing one left out)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    for nb in notebooks:
+        assignment = nb[:2]
+        (folder / "source" / assignment).mkdir(parents=True)
+        shutil.copy(ROOT / "solutions" / nb, folder / "source" / assignment / nb)
+        theirs = home / "exercises" / nb
+        if theirs.is_file():
+            (folder / "submitted" / name / assignment).mkdir(parents=True)
+            shutil.copy(theirs, folder / "submitted" / name / assignment / nb)
+
+
+def grade_one(room, name, home, user, notebooks, timeout=600, gpu=None):
+    """Grade ``name``'s notebooks in their grading folder (as ``user`` when given): {notebook: (points, of) or an
+    error message}."""
+    folder = Path(room) / "grading" / name
+    folder.parent.mkdir(mode=0o711, exist_ok=True)
+    _course(folder, name, home, notebooks)
+    # nbgrader runs alembic, and Jupyter the kernel, from this Python's folder
+    path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    env = {"PATH": path, "HOME": str(folder), "COURSE_RECORDED": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "TRITON_CACHE_DIR": str(folder / ".triton"), "MPLCONFIGDIR": str(folder / ".matplotlib"),
+           "JUPYTER_RUNTIME_DIR": str(folder / ".runtime"), "LANG": os.environ.get("LANG", "C.UTF-8")}
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    elif "CUDA_VISIBLE_DEVICES" in os.environ:
+        env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
+    as_user = {}
+    if user:
+        subprocess.run(["chown", "-R", f"{user.pw_uid}:{user.pw_gid}", str(folder)], check=True)
+        folder.chmod(0o700)
+        as_user = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+    nbgrader = [sys.executable, "-m", "nbgrader"]
+    out = {}
+    for nb in notebooks:
+        assignment = nb[:2]
+        if not (folder / "submitted" / name / assignment / nb).exists():
+            out[nb] = "no such notebook in their exercises/"
+            continue
+        for step in (["generate_assignment", assignment, "--force"],
+                     ["autograde", assignment, "--force", f"--student={name}", f"--Execute.timeout={timeout}"]):
+            done = subprocess.run(nbgrader + step, cwd=folder, env=env, capture_output=True, text=True, **as_user)
+            if done.returncode:
+                out[nb] = f"nbgrader {step[0]} failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}"
+                break
+        else:
+            out[nb] = read_grade(folder, name, assignment, nb)
+    return out
+
+
+def read_grade(folder, name, assignment, nb):
+    """(points, of) of one graded notebook, from the gradebook nbgrader wrote in ``folder``."""
+    from nbgrader.api import Gradebook
+    with Gradebook(f"sqlite:///{folder / 'gradebook.db'}") as gb:
+        graded = gb.find_submission_notebook(nb[:-len(".ipynb")], assignment, name)
+        return graded.score, graded.max_score
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("room", help="the hub's folder (where it was started: it holds home/)")
+    p.add_argument("numbers", nargs="*", help="the exercises to grade (00-08); all when none")
+    p.add_argument("--out", default="grades.csv")
+    p.add_argument("--jobs", type=int, default=4, help="participants graded at once")
+    p.add_argument("--timeout", type=int, default=600, help="seconds a cell may run")
+    p.add_argument("--gpu", help="CUDA_VISIBLE_DEVICES for the grading (default: as this process has it)")
+    args = p.parse_args(argv)
+    if not (Path(args.room) / "home").is_dir():
+        raise SystemExit(f"{args.room} has no home/: give the folder the hub was started in")
+    numbers = args.numbers or sorted(p.name[:2] for p in ROOT.glob("solutions/[0-9][0-9]_*.ipynb"))
+    notebooks = [exercise(n) for n in numbers]
+    people = participants(args.room)
+    if os.geteuid() != 0:
+        print("[grade] not root: every participant's code runs as you", file=sys.stderr)
+    elif any(user is None for _, user in people.values()):
+        raise SystemExit("as root, every participant is graded as their own Unix user; these homes have none: "
+                         + ", ".join(n for n, (_, u) in people.items() if u is None))
+    with ThreadPoolExecutor(max(1, args.jobs)) as pool:
+        graded = dict(zip(people, pool.map(lambda n: grade_one(args.room, n, *people[n], notebooks, args.timeout,
+                                                               args.gpu), people)))
+    with open(args.out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["participant", "exercise", "points", "of", "note"])
+        for name, got in graded.items():
+            for nb, grade in got.items():
+                row = [name, nb[:2], *grade, ""] if isinstance(grade, tuple) else [name, nb[:2], "", "", grade]
+                w.writerow(row)
+    for name, got in graded.items():
+        print(f"{name:26s}", "  ".join(f"{nb[:2]}: {g[0]:g}/{g[1]:g}" if isinstance(g, tuple) else f"{nb[:2]}: {g}"
+                                        for nb, g in got.items()))
+    print(f"-> {args.out}")
+
+
+if __name__ == "__main__":
+    main()

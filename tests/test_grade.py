@@ -1,0 +1,71 @@
+"""Collecting and grading a room (kernels/tools/grade.py) end to end: three participants' homes as the hub makes
+them, each a Unix user of their own, graded by nbgrader as themselves, partial credit per check."""
+import csv
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NB = "00_memory_wall.ipynb"
+SUM = "return (flops / (tflops * 1e12) + nbytes / (tbps * 1e12)) * 1e3"  # the roofline as a sum: one check fails
+MAX = "return max(flops / (tflops * 1e12), nbytes / (tbps * 1e12)) * 1e3"
+
+
+def _answered(wrong_roofline=False):
+    """Exercise 00 as a participant leaves it: the exercise with every answer cell filled in from the solution
+    (and, if asked, the roofline added up instead of maxed)."""
+    solution = nbformat.read(ROOT / "solutions" / NB, as_version=4)
+    answers = {c.metadata["nbgrader"]["grade_id"]: c.source for c in solution.cells
+               if c.metadata.get("nbgrader", {}).get("solution")}
+    nb = nbformat.read(ROOT / "exercises" / NB, as_version=4)
+    for c in nb.cells:
+        grade_id = c.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in answers:
+            c.source = answers[grade_id].replace(MAX, SUM) if wrong_roofline else answers[grade_id]
+    return nb
+
+
+def test_a_room_is_collected_and_graded_with_partial_credit(tmp_path):
+    pytest.importorskip("nbgrader", reason="nbgrader is not installed (requirements.txt pins it)")
+    if os.geteuid() != 0:
+        pytest.skip("grading a separated room runs each participant's code as their own Unix user: needs root")
+    room = Path(tempfile.mkdtemp(prefix="grade-", dir="/tmp"))  # pytest's own tmp folders are closed to others
+    room.chmod(0o711)
+    suffix = uuid.uuid4().hex[:4]
+    names = {f"ada-{suffix}": _answered(), f"bob-{suffix}": None, f"cy-{suffix}": _answered(wrong_roofline=True)}
+    try:
+        for name, nb in names.items():
+            home = room / "home" / f"jupyter-{name}"
+            subprocess.run(["useradd", "--home-dir", str(home), "--shell", "/usr/sbin/nologin", "--user-group",
+                            f"jupyter-{name}"], check=True)
+            (home / "exercises").mkdir(parents=True)
+            if nb is None:  # bob never started: the exercise as the hub copied it
+                shutil.copy(ROOT / "exercises" / NB, home / "exercises" / NB)
+            else:
+                nbformat.write(nb, home / "exercises" / NB)
+            subprocess.run(["chown", "-R", f"jupyter-{name}:jupyter-{name}", str(home)], check=True)
+            home.chmod(0o700)
+        out = tmp_path / "grades.csv"
+        done = subprocess.run([sys.executable, "-m", "kernels.tools.grade", str(room), "00", "--out", str(out),
+                               "--jobs", "3"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        rows = {r["participant"]: r for r in csv.DictReader(out.open())}
+        got = {name[:-5]: (rows[name]["points"], rows[name]["of"], rows[name]["note"]) for name in names}
+        # every check passed; none attempted; 4 of the 5 checks passed (the roofline check failed)
+        assert got == {"ada": ("5.0", "5.0", ""), "bob": ("0.0", "5.0", ""), "cy": ("4.0", "5.0", "")}, (got, done.stdout)
+        # each participant's code ran as themselves: the grading folder, and what nbgrader wrote in it, is theirs
+        for name in names:
+            db = room / "grading" / name / "gradebook.db"
+            assert db.stat().st_uid == pwd.getpwnam(f"jupyter-{name}").pw_uid, name
+    finally:
+        for name in names:
+            subprocess.run(["userdel", f"jupyter-{name}"], capture_output=True)
+        shutil.rmtree(room, ignore_errors=True)
