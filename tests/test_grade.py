@@ -40,7 +40,8 @@ def test_a_room_is_collected_and_graded_with_partial_credit(tmp_path):
     room = Path(tempfile.mkdtemp(prefix="grade-", dir="/tmp"))  # pytest's own tmp folders are closed to others
     room.chmod(0o711)
     suffix = uuid.uuid4().hex[:4]
-    names = {f"ada-{suffix}": _answered(), f"bob-{suffix}": None, f"cy-{suffix}": _answered(wrong_roofline=True)}
+    names = {f"ada-{suffix}": _answered(), f"bob-{suffix}": None, f"cy-{suffix}": _answered(wrong_roofline=True),
+             f"eve-{suffix}": "a link to ada's"}
     try:
         for name, nb in names.items():
             home = room / "home" / f"jupyter-{name}"
@@ -49,20 +50,25 @@ def test_a_room_is_collected_and_graded_with_partial_credit(tmp_path):
             (home / "exercises").mkdir(parents=True)
             if nb is None:  # bob never started: the exercise as the hub copied it
                 shutil.copy(ROOT / "exercises" / NB, home / "exercises" / NB)
+            elif isinstance(nb, str):  # eve hands in ada's work: her notebook is a link to ada's
+                (home / "exercises" / NB).symlink_to(room / "home" / f"jupyter-ada-{suffix}" / "exercises" / NB)
             else:
                 nbformat.write(nb, home / "exercises" / NB)
             subprocess.run(["chown", "-R", f"jupyter-{name}:jupyter-{name}", str(home)], check=True)
             home.chmod(0o700)
         out = tmp_path / "grades.csv"
         done = subprocess.run([sys.executable, "-m", "kernels.tools.grade", str(room), "00", "--out", str(out),
-                               "--jobs", "3"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+                               "--jobs", "4"], cwd=ROOT, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         rows = {r["participant"]: r for r in csv.DictReader(out.open())}
         got = {name[:-5]: (rows[name]["points"], rows[name]["of"], rows[name]["note"]) for name in names}
-        # every check passed; none attempted; 4 of the 5 checks passed (the roofline check failed)
+        # every check passed; none attempted; 4 of the 5 checks passed (the roofline check failed); eve's link is
+        # read with her rights, which do not reach ada's home
+        assert got.pop("eve") == ("", "", f"their exercises/{NB} could not be read (PermissionError)"), done.stdout
         assert got == {"ada": ("5.0", "5.0", ""), "bob": ("0.0", "5.0", ""), "cy": ("4.0", "5.0", "")}, (got, done.stdout)
+        assert not list((room / "grading" / f"eve-{suffix}").rglob(f"submitted/*/*/{NB}"))
         # each participant's code ran as themselves: the grading folder, and what nbgrader wrote in it, is theirs
-        for name in names:
+        for name in list(names)[:3]:
             db = room / "grading" / name / "gradebook.db"
             assert db.stat().st_uid == pwd.getpwnam(f"jupyter-{name}").pw_uid, name
     finally:

@@ -10,12 +10,15 @@ the exercise's points times the share of its checks that pass, which nbgrader ta
 The grades are read from each folder's gradebook and written as one CSV: participant, exercise, points, of.
 
 Autograding runs the participant's code. As root (a hub that separates participants), each participant's grading
-runs as their own Unix user ``jupyter-<name>``: nobody's code runs as root, or can reach another's grade. Without
+runs as their own Unix user ``jupyter-<name>``, reading their notebooks included (root only makes their grading
+folder and reads back the numbers): nobody's code runs as root or reaches another's grade, and a link in a home to
+someone else's file is read with its owner's rights. Without
 root (a hub that does not separate them) it runs as you. Either way a participant who wants a full score can fake
 one from their own code (as in any notebook autograder): the grade is feedback for the room, not an exam.
 Participants' kernels run with COURSE_RECORDED=1: the checks run, nothing is timed."""
 import argparse
 import csv
+import json
 import os
 import pwd
 import shutil
@@ -51,24 +54,30 @@ def exercise(number):
 
 
 def _course(folder, name, home, notebooks):
-    """The nbgrader course folder of one participant: the sources, and their submissions (a missing one left out)."""
-    shutil.rmtree(folder, ignore_errors=True)
+    """The nbgrader course folder of one participant, made by them: the sources, and their submissions (one they
+    cannot read, or that is not there, left out). Run as the participant: a link in their home to a file of someone
+    else's is read with their rights, not root's."""
+    for old in list(folder.iterdir()):
+        shutil.rmtree(old) if old.is_dir() and not old.is_symlink() else old.unlink()
+    missing = {}
     for nb in notebooks:
         assignment = nb[:2]
         (folder / "source" / assignment).mkdir(parents=True)
         shutil.copy(ROOT / "solutions" / nb, folder / "source" / assignment / nb)
-        theirs = home / "exercises" / nb
-        if theirs.is_file():
-            (folder / "submitted" / name / assignment).mkdir(parents=True)
-            shutil.copy(theirs, folder / "submitted" / name / assignment / nb)
+        (folder / "submitted" / name / assignment).mkdir(parents=True)
+        try:
+            shutil.copyfile(home / "exercises" / nb, folder / "submitted" / name / assignment / nb)
+        except OSError as e:
+            missing[nb] = f"their exercises/{nb} could not be read ({type(e).__name__})"
+    return missing
 
 
 def grade_one(room, name, home, user, notebooks, timeout=600, gpu=None):
-    """Grade ``name``'s notebooks in their grading folder (as ``user`` when given): {notebook: (points, of) or an
-    error message}."""
+    """Grade ``name``'s notebooks in their grading folder, in a process of theirs (as ``user`` when given: root
+    only makes the folder and hands it over): {notebook: [points, of] or a note}."""
     folder = Path(room) / "grading" / name
     folder.parent.mkdir(mode=0o711, exist_ok=True)
-    _course(folder, name, home, notebooks)
+    folder.mkdir(mode=0o700, exist_ok=True)
     # nbgrader runs alembic, and Jupyter the kernel, from this Python's folder
     path = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     env = {"PATH": path, "HOME": str(folder), "COURSE_RECORDED": "1",
@@ -81,25 +90,43 @@ def grade_one(room, name, home, user, notebooks, timeout=600, gpu=None):
         env["CUDA_VISIBLE_DEVICES"] = os.environ["CUDA_VISIBLE_DEVICES"]
     as_user = {}
     if user:
-        subprocess.run(["chown", "-R", f"{user.pw_uid}:{user.pw_gid}", str(folder)], check=True)
-        folder.chmod(0o700)
+        os.chown(folder, user.pw_uid, user.pw_gid)
         as_user = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
+    done = subprocess.run([sys.executable, "-m", "kernels.tools.grade", "--participant", str(folder), name, str(home),
+                           *notebooks, "--timeout", str(timeout)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          **as_user)
+    try:
+        return {nb: _checked(v) for nb, v in json.loads(done.stdout.strip().splitlines()[-1]).items()
+                if nb in notebooks}
+    except (ValueError, IndexError, TypeError):
+        return {nb: f"grading failed: {(done.stderr or done.stdout).strip()[-300:]}" for nb in notebooks}
+
+
+def _checked(grade):
+    """What a participant's grading process reported, as numbers or a note (it ran their code: trust no type)."""
+    if isinstance(grade, list) and len(grade) == 2:
+        return [float(grade[0]), float(grade[1])]
+    return str(grade)[:300]
+
+
+def participant(folder, name, home, notebooks, timeout):
+    """In the participant's process: their course folder, nbgrader's two steps per notebook, the grades as JSON."""
+    folder, home = Path(folder), Path(home)
+    out = _course(folder, name, home, notebooks)
     nbgrader = [sys.executable, "-m", "nbgrader"]
-    out = {}
     for nb in notebooks:
-        assignment = nb[:2]
-        if not (folder / "submitted" / name / assignment / nb).exists():
-            out[nb] = "no such notebook in their exercises/"
+        if nb in out:
             continue
+        assignment = nb[:2]
         for step in (["generate_assignment", assignment, "--force"],
                      ["autograde", assignment, "--force", f"--student={name}", f"--Execute.timeout={timeout}"]):
-            done = subprocess.run(nbgrader + step, cwd=folder, env=env, capture_output=True, text=True, **as_user)
+            done = subprocess.run(nbgrader + step, cwd=folder, capture_output=True, text=True)
             if done.returncode:
                 out[nb] = f"nbgrader {step[0]} failed: {(done.stderr or done.stdout).strip().splitlines()[-1:]}"
                 break
         else:
-            out[nb] = read_grade(folder, name, assignment, nb)
-    return out
+            out[nb] = list(read_grade(folder, name, assignment, nb))
+    print(json.dumps(out))
 
 
 def read_grade(folder, name, assignment, nb):
@@ -111,6 +138,12 @@ def read_grade(folder, name, assignment, nb):
 
 
 def main(argv=None):
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--participant"]:  # the process that grades one participant, as them
+        folder, name, home, *rest = argv[1:]
+        notebooks = [a for a in rest if a.endswith(".ipynb")]
+        return participant(folder, name, home, notebooks, int(rest[rest.index("--timeout") + 1]))
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("room", help="the hub's folder (where it was started: it holds home/)")
     p.add_argument("numbers", nargs="*", help="the exercises to grade (00-08); all when none")
@@ -137,10 +170,10 @@ def main(argv=None):
         w.writerow(["participant", "exercise", "points", "of", "note"])
         for name, got in graded.items():
             for nb, grade in got.items():
-                row = [name, nb[:2], *grade, ""] if isinstance(grade, tuple) else [name, nb[:2], "", "", grade]
+                row = [name, nb[:2], *grade, ""] if isinstance(grade, list) else [name, nb[:2], "", "", grade]
                 w.writerow(row)
     for name, got in graded.items():
-        print(f"{name:26s}", "  ".join(f"{nb[:2]}: {g[0]:g}/{g[1]:g}" if isinstance(g, tuple) else f"{nb[:2]}: {g}"
+        print(f"{name:26s}", "  ".join(f"{nb[:2]}: {g[0]:g}/{g[1]:g}" if isinstance(g, list) else f"{nb[:2]}: {g}"
                                         for nb, g in got.items()))
     print(f"-> {args.out}")
 
