@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -75,3 +76,50 @@ def test_a_room_is_collected_and_graded_with_partial_credit(tmp_path):
         for name in names:
             subprocess.run(["userdel", f"jupyter-{name}"], capture_output=True)
         shutil.rmtree(room, ignore_errors=True)
+
+
+def test_a_participant_cannot_hang_the_grading_or_feed_it_a_device(tmp_path):
+    """hal's notebook leaves a process behind in a session of its own, holding the grading's output open; his other
+    exercise is a link to /dev/zero. The grading ends at its limit with a note for each, and returns."""
+    pytest.importorskip("nbgrader", reason="nbgrader is not installed (requirements.txt pins it)")
+    if os.geteuid() != 0:
+        pytest.skip("grading a separated room runs each participant's code as their own Unix user: needs root")
+    room = Path(tempfile.mkdtemp(prefix="grade-", dir="/tmp"))
+    room.chmod(0o711)
+    user = f"jupyter-hal-{uuid.uuid4().hex[:4]}"
+    home = room / "home" / user
+    nb = _answered()
+    leave_behind = nbformat.v4.new_code_cell(
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(10**6)")
+    nb.cells.insert(1, leave_behind)
+    try:
+        subprocess.run(["useradd", "--home-dir", str(home), "--shell", "/usr/sbin/nologin", "--user-group", user],
+                       check=True)
+        (home / "exercises").mkdir(parents=True)
+        nbformat.write(nb, home / "exercises" / NB)
+        (home / "exercises" / "03_tma_descriptors.ipynb").symlink_to("/dev/zero")
+        subprocess.run(["chown", "-R", f"{user}:{user}", str(home)], check=True)
+        home.chmod(0o700)
+        out = tmp_path / "grades.csv"
+        start = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "kernels.tools.grade", str(room), "00", "03", "--out", str(out),
+                               "--limit", "45"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and time.monotonic() - start < 120, done.stdout[-2000:] + done.stderr[-2000:]
+        notes = {r["exercise"]: r["note"] for r in csv.DictReader(out.open())}
+        assert notes == {"00": "not graded: still running after 45 s",
+                         "03": "their exercises/03_tma_descriptors.ipynb could not be read (ValueError: not a "
+                               "notebook file of at most 64 MiB)"}, (notes, done.stdout)
+    finally:
+        subprocess.run(["pkill", "-KILL", "-u", user], capture_output=True)
+        time.sleep(1)
+        subprocess.run(["userdel", user], capture_output=True)
+        shutil.rmtree(room, ignore_errors=True)
+
+
+def test_a_note_cannot_be_a_formula_or_move_the_terminal():
+    from kernels.tools import grade
+    assert grade._note("=HYPERLINK(\"http://x\")") == "'=HYPERLINK(\"http://x\")"
+    assert grade._note("ok\x1b[2Jnote") == "ok[2Jnote"
+    with pytest.raises(ValueError):
+        grade._checked([float("inf"), 5])
+    assert grade._checked([4, 5]) == [4.0, 5.0] and grade._checked({"a": 1}) == "{'a': 1}"

@@ -295,9 +295,16 @@ def test_the_rooms_sizing_the_guide_states_is_the_recorded_run():
     text = " ".join(_text(ROOT / "workshop" / "README.md").split())
     every = {k: runs["8"]["memory"][k] + runs["24"]["memory"][k] for k in ("servers", "kernels", "contexts")}
     assert f"their server {statistics.median(every['servers']):.0f} MiB of host memory" in text
-    assert (f"{statistics.median(every['kernels']):.0f} MiB of host memory (median; at most {max(every['kernels'])}) "
-            f"and {statistics.median(every['contexts']):.0f} MiB of GPU memory") in text
-    assert f"(median; at most {max(every['contexts'])})" in text
+    kernel, context = statistics.median(every["kernels"]), statistics.median(every["contexts"])
+    assert f"each notebook's kernel {kernel:.0f} MiB of host memory (median; at most {max(every['kernels'])})" in text
+    assert (f"{context:.0f} MiB of GPU memory for its CUDA context (median; at most {max(every['contexts'])}; " in text
+            and f"with a mean of {statistics.mean(every['contexts']):.0f})" in text)
+    # the estimate for a room of 30, from those figures
+    gib = lambda mib: f"{30 * mib / 1024:.0f}"
+    assert (f"about {gib(130 + kernel)} GiB of the server's memory ({gib(130 + max(every['kernels']))} if every kernel "
+            f"peaks" in text)
+    assert (f"and {gib(context)} GiB of one GPU's ({gib(statistics.mean(every['contexts']))} at the mean, "
+            f"{gib(max(every['contexts']))} if every context peaks)" in text)
     for n, r in runs.items():
         assert r["device"] == "NVIDIA H200" and r["participants"] == int(n) and r["separated"]
         live = r["live"]
