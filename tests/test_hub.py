@@ -425,17 +425,17 @@ def test_the_room_measurement_reads_its_phases_and_peaks(tmp_path):
     live = tmp_path / "live.jsonl"
     live.write_text("".join(json.dumps({"t": t, "name": "gemm", "ms": ms}) + "\n"
                             for t, ms in [(1, 1.0), (2, 3.0), (3, 2.0), (11, 5.0), (12, 7.0)]))
-    assert room.live_medians(live, 0, 10) == {"gemm": {"ms": 2.0, "n": 3}}
-    assert room.live_medians(live, 10, 20) == {"gemm": {"ms": 6.0, "n": 2}}
+    assert room.live_medians(live, 0, 10) == {"gemm": {"ms": 2.0, "p90": pytest.approx(2.8), "max": 3.0, "n": 3}}
+    assert room.live_medians(live, 10, 20)["gemm"] == {"ms": 6.0, "p90": pytest.approx(6.8), "max": 7.0, "n": 2}
     peaks = {1: {"kind": "server", "host": 130.4, "gpu": 0.0}, 2: {"kind": "kernel", "host": 1054.0, "gpu": 710.2},
              3: {"kind": "kernel", "host": 300.0, "gpu": 0.0}}
     assert room.memory_summary(peaks) == {"servers": [130], "kernels": [1054, 300], "contexts": [710]}
     report = {"device": "H200", "date": "today", "participants": 1, "separated": True, "proxy": "python",
               "notebooks": ["a.ipynb"], "memory": room.memory_summary(peaks),
-              "live": {"alone_before": {"gemm": {"ms": 2.0}}, "room": {"gemm": {"ms": 2.2}}, "alone_after": {}},
+              "live": {"alone_before": {"gemm": {"ms": 2.0}}, "room": {"gemm": {"ms": 2.2, "p90": 2.5}}, "alone_after": {}},
               "alone": [{"participant": "d", "notebook": "a.ipynb", "seconds": 10.0, "error": None, "mode": "hopper"}],
               "room": [{"participant": "p", "notebook": "a.ipynb", "seconds": s, "error": e, "mode": "hopper"}
                        for s, e in [(12.0, None), (18.0, None), (3.0, "stopped at the room's deadline")]]}
     text = room._summary(report)
-    assert "(+10.0%)" in text and "alone   10.0 s   in the room: median   15.0 s over 2 runs" in text, text
+    assert "(+10.0%; 90% under 2.500 ms)" in text and "alone   10.0 s   in the room: median   15.0 s over 2 runs" in text, text
     assert "0 stopped by an error" in text and "mode hopper" in text, text

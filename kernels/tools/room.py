@@ -137,13 +137,15 @@ def live_command(until, out):
 
 
 def live_medians(path, start, end):
-    """Per target, the median of the live medians timed wholly inside [start, end]."""
+    """Per target, the median of the live medians timed wholly inside [start, end], with their 90th percentile and
+    largest (how far one figure shown on the projector could stray)."""
     seen = {}
     for line in Path(path).read_text().splitlines():
         r = json.loads(line)
         if start <= r["t"] <= end:
             seen.setdefault(r["name"], []).append(r["ms"])
-    return {name: {"ms": statistics.median(v), "n": len(v)} for name, v in seen.items()}
+    p90 = lambda v: statistics.quantiles(v, n=10, method="inclusive")[-1] if len(v) > 1 else v[0]
+    return {name: {"ms": statistics.median(v), "p90": p90(v), "max": max(v), "n": len(v)} for name, v in seen.items()}
 
 
 # ---- memory -------------------------------------------------------------------------------------------------------
@@ -315,8 +317,9 @@ def _summary(report):
     before, room, after = (report["live"][k] for k in ("alone_before", "room", "alone_after"))
     for name in before:
         if name in room:
+            spread = f"; 90% under {room[name]['p90']:.3f} ms" if "p90" in room[name] else ""
             lines.append(f"  live {name:24s} alone {before[name]['ms']:8.3f} ms   in the room {room[name]['ms']:8.3f} ms "
-                         f"({room[name]['ms'] / before[name]['ms'] - 1:+.1%})   alone after "
+                         f"({room[name]['ms'] / before[name]['ms'] - 1:+.1%}{spread})   alone after "
                          f"{after.get(name, {}).get('ms', float('nan')):8.3f} ms")
     alone = {r["notebook"]: r["seconds"] for r in report["alone"] if not r["error"]}
     for nb in report["notebooks"]:
