@@ -123,3 +123,14 @@ def test_a_note_cannot_be_a_formula_or_move_the_terminal():
     with pytest.raises(ValueError):
         grade._checked([float("inf"), 5])
     assert grade._checked([4, 5]) == [4.0, 5.0] and grade._checked({"a": 1}) == "{'a': 1}"
+
+
+def test_a_wrong_room_or_exercise_is_said_plainly(tmp_path):
+    from kernels.tools import grade
+    with pytest.raises(SystemExit, match="has no home/: give the folder the hub was started in"):
+        grade.main([str(tmp_path / "nowhere"), "00"])
+    (tmp_path / "home").mkdir()
+    with pytest.raises(SystemExit, match="no exercise 42: the course has 00, 01, "):
+        grade.main([str(tmp_path), "42"])
+    with pytest.raises(SystemExit, match="holds no participant's home"):
+        grade.main([str(tmp_path), "00"])

@@ -53,7 +53,8 @@ def exercise(number):
     """The notebook's file name of exercise ``number`` (00-08)."""
     found = sorted((ROOT / "solutions").glob(f"{number}_*.ipynb"))
     if not found:
-        raise SystemExit(f"no exercise {number}: solutions/ holds {', '.join(p.name[:2] for p in ROOT.glob('solutions/*.ipynb'))}")
+        held = sorted(p.name[:2] for p in ROOT.glob("solutions/[0-9][0-9]_*.ipynb"))
+        raise SystemExit(f"no exercise {number}: the course has {', '.join(held)}")
     return found[0].name
 
 
@@ -209,6 +210,8 @@ def main(argv=None):
     numbers = args.numbers or sorted(p.name[:2] for p in ROOT.glob("solutions/[0-9][0-9]_*.ipynb"))
     notebooks = [exercise(n) for n in numbers]
     people = participants(args.room)
+    if not people:
+        raise SystemExit(f"{args.room}/home holds no participant's home: nobody has logged in to this room")
     if os.geteuid() != 0:
         print("[grade] not root: every participant's code runs as you", file=sys.stderr)
     elif any(user is None for _, user in people.values()):
