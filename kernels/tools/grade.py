@@ -49,12 +49,16 @@ def participants(room):
     return found
 
 
+def numbers():
+    """The course's exercise numbers, in order."""
+    return sorted(p.name[:2] for p in ROOT.glob("solutions/[0-9][0-9]_*.ipynb"))
+
+
 def exercise(number):
     """The notebook's file name of exercise ``number`` (00-08)."""
     found = sorted((ROOT / "solutions").glob(f"{number}_*.ipynb"))
     if not found:
-        held = sorted(p.name[:2] for p in ROOT.glob("solutions/[0-9][0-9]_*.ipynb"))
-        raise SystemExit(f"no exercise {number}: the course has {', '.join(held)}")
+        raise SystemExit(f"no exercise {number}: the course has {', '.join(numbers())}")
     return found[0].name
 
 
@@ -207,8 +211,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if not (Path(args.room) / "home").is_dir():
         raise SystemExit(f"{args.room} has no home/: give the folder the hub was started in")
-    numbers = args.numbers or sorted(p.name[:2] for p in ROOT.glob("solutions/[0-9][0-9]_*.ipynb"))
-    notebooks = [exercise(n) for n in numbers]
+    notebooks = [exercise(n) for n in args.numbers or numbers()]
     people = participants(args.room)
     if not people:
         raise SystemExit(f"{args.room}/home holds no participant's home: nobody has logged in to this room")
