@@ -12,6 +12,7 @@ import torch
 
 from ..lab import bench, measure, results as recorded_results, smem
 from ..lab.widgets import REFUSALS, Widget
+from . import any_shape
 from ..ops import gemm
 
 LESSON = "07"
@@ -343,7 +344,10 @@ def geomean(xs):
 
 
 RUNS = {"search": measure_search, "default": measure_default, "best": measure_best, "launch": measure_launch, "waves": measure_waves,
-        "copy": measure_copy}
+        "copy": measure_copy,
+        "small_m": lambda: any_shape.measure_small_m(DTYPES),
+        "auto": lambda: any_shape.measure_auto(any_shape.NEW_SHAPES, DTYPES),
+        "copy_shapes": any_shape.measure_copy_shapes}
 
 
 # ---- views: what the notebook prints and draws from the runs' records --------------------------------------

@@ -10,6 +10,7 @@ import triton.language as tl
 
 from ..lab import bench, measure, results as recorded_results, smem
 from ..lab.widgets import REFUSALS, Widget
+from . import any_shape
 from ..ops import gemm_fp8
 from ..ops.gemm import grouped_tile
 from .l07_shapes_and_waves import epilogues, stored_in_halves
@@ -123,7 +124,9 @@ def measure_best():
     return records
 
 
-RUNS = {"search": measure_search, "best": measure_best}
+RUNS = {"search": measure_search, "best": measure_best,
+        "small_m": lambda: any_shape.measure_small_m((any_shape.FP8,)),
+        "auto": lambda: any_shape.measure_auto(any_shape.NEW_SHAPES_FP8, (any_shape.FP8,))}
 
 
 # ---- views: what the lesson reads and shows -----------------------------------------------------------------

@@ -1,0 +1,280 @@
+"""The GEMM that chooses: one call, C = A @ B at any shape, its configuration picked for the shape (lessons 07, 08).
+
+A configuration that wins at one shape can lose badly at another: lesson 04's 128x256 tile runs 32 programs on
+132 SMs when M = 16. The course has timed its kernels over a space of configurations at a few dozen shapes
+(lesson 07's search and small-M run, lesson 08's for FP8, in ``results/``). For a new shape it predicts each
+known configuration's time from its record at the most alike shape it was timed at - alike for that
+configuration: the same number of tiles (or of programs, for split-K) and of steps along K - scaled by the work
+one SM does at each (rounds of programs x (K steps + a fixed cost per program), the wave model of lesson 07),
+and runs the fastest predicted. An exact recorded point is predicted by its own record.
+
+``tune=True`` (on a GPU) times the few best predictions at this shape on this GPU, keeps the fastest, and writes
+it to a per-device cache file (``cache_path``), as ``triton.autotune`` does: later calls, in any process, read it.
+Shapes the tensor maps cannot describe (a row stride that is not a multiple of 16 bytes) fall back to lesson 02's
+pointer kernel, and ``choose`` says why. ``plan`` prepares a chosen launch once for repeated calls."""
+import functools
+import inspect
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import triton
+
+from ..lab import results, tma_rules
+from ..lab.errors import CourseError, TMAError
+from ..lab.mode import LIVE, sm_count
+from ..lab.plan import Plan
+from . import gemm, gemm_fp8, gemm_splitk
+
+FAMILIES = {"float16": "07", "bfloat16": "07", "float8_e4m3fn": "08"}  # dtype -> the lesson whose records hold it
+RUNS = ("search", "small_m")  # the runs whose every timed configuration is a candidate
+KERNELS = {  # record name -> (prepare a launch: (a, b, c, **config) -> (kernel, grid, args, kwargs), FP8?)
+    "gemm_tma_host": gemm._host_launch, "gemm_split_tail": gemm._split_tail_launch,
+    "gemm_splitk": gemm_splitk._launch, "gemm_fp8": None, "gemm_fp8_splitk": None}
+FIXED_STEPS = 4  # a program's cost apart from its K loop (filling the pipeline, the epilogue), in K steps
+TUNE_TOP = 6  # configurations ``tune`` times at a new shape
+
+
+@dataclass
+class Choice:
+    """What ``matmul`` runs at one shape: the kernel (a record name), its configuration, and why."""
+    kernel: str
+    config: dict
+    why: str
+    predicted_ms: float = None
+    ranked: list = field(default_factory=list, repr=False)  # [(predicted ms, kernel, config)], fastest first
+
+
+def _key(dtype):
+    return str(dtype).replace("torch.", "")
+
+
+def work(kernel, cfg, M, N, K, sms):
+    """(programs, K steps per program, rounds x (steps + FIXED_STEPS)): what one SM does, in K steps, for this
+    configuration at M x N x K on ``sms`` SMs - the unit the prediction scales by."""
+    tiles = triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"])
+    steps = triton.cdiv(K, cfg["BLOCK_K"])
+    if kernel.endswith("splitk"):
+        split = cfg.get("split") or gemm_splitk.split_for(M, N, K, cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], sms,
+                                                          cfg.get("fill", 1))
+        per = triton.cdiv(steps, split)
+        return tiles * split, per, triton.cdiv(tiles * split, sms) * (per + FIXED_STEPS)
+    if kernel == "gemm_split_tail":
+        whole, split = gemm.split_plan(M, N, K, cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], sms)
+        if whole < tiles:  # whole waves, then one round of slices
+            return tiles, steps, whole // sms * (steps + FIXED_STEPS) + triton.cdiv(steps, split) + FIXED_STEPS
+    return tiles, steps, triton.cdiv(tiles, sms) * (steps + FIXED_STEPS)
+
+
+def _distance(kernel, cfg, shape, other, sms):
+    """How unalike two shapes are for one configuration: log ratios of its programs and of its K steps."""
+    p0, s0, _ = work(kernel, cfg, *shape, sms)
+    p1, s1, _ = work(kernel, cfg, *other, sms)
+    return abs(math.log(p0 / p1)) + abs(math.log(s0 / s1))
+
+
+@functools.lru_cache(maxsize=None)
+def known(dtype):
+    """{(kernel, config as JSON): [(shape, ms)]}: every configuration the course has timed for ``dtype`` (a string),
+    at every shape it was timed at, from the recorded runs (``RUNS``) of its lesson."""
+    store = results.recorded()
+    out = {}
+    for run in RUNS:
+        for r in store.select(FAMILIES[dtype], run):
+            if r["dtype"] == dtype and r["name"] in KERNELS and r["ms"]:
+                out.setdefault((r["name"], json.dumps(r["config"], sort_keys=True)), []).append((tuple(r["shape"]), r["ms"]))
+    return out
+
+
+def rank(M, N, K, dtype, sms):
+    """[(predicted ms, kernel, config)] of every known configuration of ``dtype`` at M x N x K, fastest first."""
+    shape = (M, N, K)
+    out = []
+    for (kernel, cfg_json), points in known(dtype).items():
+        cfg = json.loads(cfg_json)
+        at, ms = min(points, key=lambda p: _distance(kernel, cfg, shape, p[0], sms))
+        out.append((ms * work(kernel, cfg, *shape, sms)[2] / work(kernel, cfg, *at, sms)[2], kernel, cfg))
+    return sorted(out, key=lambda x: x[0])
+
+
+def cache_path(device_name=None):
+    """The tuned-configuration cache of this GPU: ``$COURSE_CACHE_DIR`` or ``~/.cache/tma-course``, one JSON file
+    per device."""
+    base = Path(os.environ.get("COURSE_CACHE_DIR") or Path.home() / ".cache" / "tma-course")
+    return base / f"gemm-{results.device_slug(device_name)}.json"
+
+
+def _point(M, N, K, dtype):
+    return f"{dtype} {M}x{N}x{K}"
+
+
+def _cached(M, N, K, dtype):
+    if not LIVE:
+        return None
+    path = cache_path()
+    try:
+        return json.loads(path.read_text()).get(_point(M, N, K, dtype))
+    except (OSError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _choose(M, N, K, dtype, sms, tma_ok):
+    if tma_ok is not True:
+        return Choice("gemm_pointer", {}, f"lesson 02's pointer kernel: no tensor map can describe these operands "
+                                          f"({tma_ok})")
+    hit = _cached(M, N, K, dtype)
+    if hit:
+        return Choice(hit["kernel"], hit["config"], f"tuned on this GPU ({hit['ms'] * 1e3:.1f} us, {cache_path()})",
+                      hit["ms"])
+    ranked = rank(M, N, K, dtype, sms)
+    if not ranked:
+        raise CourseError(f"matmul: no recorded configuration for {dtype} (results/ has none)")
+    ms, kernel, cfg = ranked[0]
+    points = known(dtype)[(kernel, json.dumps(cfg, sort_keys=True))]
+    exact = any(s == (M, N, K) for s, _ in points)
+    why = ("recorded at this shape" if exact else
+           "predicted from its record at the most alike shape it was timed at, scaled by the work per SM")
+    return Choice(kernel, cfg, why, ms, ranked)
+
+
+def _tma_ok(a, b, c, b_t):
+    """True, or the first TMA rule the operands break (any box: the rules that depend on the box hold for all
+    the course's tiles)."""
+    try:
+        for name, t in (("A", a), ("B^T" if b_t else "B", b), ("C", c)):
+            tma_rules.check_operand(t, [16, 64], name)
+    except TMAError as e:
+        return str(e)
+    return True
+
+
+def choose(a, b, c):
+    """The ``Choice`` for A @ B into ``c`` (``b``: B, or B^T for e4m3 A), from the tuned cache, else predicted."""
+    dtype = _key(a.dtype)
+    b_t = dtype == "float8_e4m3fn"
+    M, K = a.shape
+    N = b.shape[0] if b_t else b.shape[1]
+    sms = sm_count(a) if a.is_cuda else results.recorded().sm_count or 132  # CPU mode: as on the recording GPU
+    return _choose(M, N, K, dtype, sms, _tma_ok(a, b, c, b_t))
+
+
+def _prepare(choice, a, b, c, scales):
+    """(kernel, grid, args, kwargs) of the chosen launch, operands checked."""
+    if choice.kernel == "gemm_pointer":
+        if scales is not None:
+            raise CourseError(f"matmul_fp8 has no kernel without tensor maps: {choice.why}")
+        grid, args, meta = gemm.launch_args(a, b, c, 128, 128, 64, 3)
+        return gemm.matmul_kernel, grid, args, meta
+    if choice.kernel == "gemm_fp8":
+        return gemm_fp8._launch(a, b, *scales, c, **choice.config)
+    if choice.kernel == "gemm_fp8_splitk":
+        return gemm_splitk.launch_fp8(a, b, *scales, c, **choice.config)
+    return KERNELS[choice.kernel](a, b, c, **choice.config)
+
+
+def _run(choice, a, b, c, scales=None, start=None):
+    """Launch the chosen configuration (or hand it to ``start``, e.g. ``Plan``); a tile that does not fit shared
+    memory gets the course's message."""
+    launch = _prepare(choice, a, b, c, scales)
+    if "splitk" in choice.kernel:
+        return gemm_splitk._start(launch, a, c, start)
+    return gemm._start(launch, a, c_tile=choice.kernel != "gemm_pointer", start=start)
+
+
+# A plain call pays Triton's dispatch (binding two dozen arguments, computing the specialisation key, finding the
+# kernel) every time: tens of microseconds of host time, more than a small GEMM's GPU time. The first call at a
+# shape goes through it; the compiled kernel it returns is kept, keyed by everything its specialisation can depend
+# on (the choice, the sizes, strides, dtypes, device and 16-byte alignment of every operand), and later calls
+# build their tensor maps and call it directly, as a ``Plan`` does - without holding on to anyone's tensors.
+_COMPILED = {}
+
+
+def _specialisation(choice, a, b, c, scales):
+    ts = (a, b, c) + tuple(scales or ())
+    return (choice.kernel, json.dumps(choice.config, sort_keys=True), a.device.index,
+            tuple((t.shape, t.stride(), t.dtype, t.data_ptr() % 16 == 0) for t in ts))
+
+
+def _run_plain(choice, a, b, c, scales=None):
+    key = _specialisation(choice, a, b, c, scales)
+    hit = _COMPILED.get(key)
+    if hit is None:
+        compiled = _run(choice, a, b, c, scales)
+        if compiled is not None and hasattr(compiled, "run"):  # the interpreter returns no compiled kernel
+            kernel = _prepare(choice, a, b, c, scales)[0]
+            params = inspect.signature(kernel.fn).parameters
+            _COMPILED[key] = (compiled, [(n, p.default) for n, p in params.items()])
+        return
+    compiled, params = hit
+    _, grid, args, kwargs = _prepare(choice, a, b, c, scales)
+    full = list(args) + [kwargs.get(n, d) for n, d in params[len(args):]]
+    g = tuple(grid) + (1,) * (3 - len(grid))
+    compiled.run(*g, torch.cuda.current_stream().cuda_stream, compiled.function, compiled.packed_metadata,
+                 None, None, None, *full)
+
+
+def reference(a, b, scales=None):
+    """What A @ B should be: torch's product, or for e4m3 the fp32 product of the same values, scaled."""
+    if scales is None:
+        return torch.matmul(a, b)
+    return gemm_fp8.reference(a, b, *scales)
+
+
+def matmul(a, b, out=None, tune=False):
+    """C = A @ B for fp16 or bf16 A (M, K) and B (K, N), with the configuration ``choose`` picks for the shape;
+    ``tune``: time the best predictions on this GPU first and cache the winner (see the module)."""
+    if _key(a.dtype) not in ("float16", "bfloat16"):
+        raise CourseError(f"matmul chooses among fp16 and bf16 configurations, got {a.dtype}: cast the operands, "
+                          f"or for e4m3 call matmul_fp8")
+    c = gemm._inputs("gemm_auto.matmul", a, b, out)
+    _run_plain(tuned(a, b, c) if tune else choose(a, b, c), a, b, c)
+    return c
+
+
+def matmul_fp8(a, bt, scale_a, scale_b, out_dtype=torch.bfloat16, out=None, tune=False):
+    """C = (A @ B) * scale_a * scale_b from e4m3 A (M, K) and B^T (N, K) (lesson 08's operands), the configuration
+    chosen for the shape as ``matmul`` does."""
+    c = gemm_fp8._out(a, bt, scale_a, scale_b, out.dtype if out is not None else out_dtype, out)
+    scales = (scale_a, scale_b)
+    _run_plain(tuned(a, bt, c, scales) if tune else choose(a, bt, c), a, bt, c, scales)
+    return c
+
+
+def plan(a, b, c, scales=None):
+    """A ``lab.plan.Plan`` of the chosen launch into ``c`` (B^T and ``scales`` for FP8): prepared once, each call
+    launches only."""
+    return _run(choose(a, b, c), a, b, c, scales, start=Plan)
+
+
+def tuned(a, b, c, scales=None, top=TUNE_TOP):
+    """Time the ``top`` best-predicted configurations at this shape on this GPU (each checked against the others'
+    result first), keep the fastest in the cache file, and return its ``Choice``."""
+    from ..lab import bench
+    choice = choose(a, b, c)
+    if choice.kernel == "gemm_pointer" or "tuned" in choice.why:
+        return choice
+    M, N, K = a.shape[0], c.shape[1], a.shape[1]
+    dtype = _key(a.dtype)
+    ref = reference(a, b, scales).to(c.dtype)
+    timed = []
+    for _, kernel, cfg in choice.ranked[:top]:
+        fn = _run(Choice(kernel, cfg, "tuning"), a, b, c, scales, start=Plan)
+        bench.check_writes(kernel, fn, c, ref, 2e-2)
+        timed.append((bench.median_ms(fn, warmup=10, rep=50), kernel, cfg))
+    ms, kernel, cfg = min(timed, key=lambda t: t[0])
+    path = cache_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        data = {}
+    data[_point(M, N, K, dtype)] = {"kernel": kernel, "config": cfg, "ms": ms, "of": len(timed)}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    _choose.cache_clear()
+    return choose(a, b, c)

@@ -1,0 +1,152 @@
+"""The GEMM that chooses (``ops.gemm_auto``) and split-K (``ops.gemm_splitk``), in the mode this machine has:
+ragged shapes, every dtype it takes (bf16 only on a GPU: the interpreter's bf16 dots are wrong), a shape never
+searched, the pointer fallback, the tuned cache written and read (GPU), the fast path of a plain call reused with
+new tensors (GPU), and the bars read from the records."""
+import json
+
+import pytest
+import torch
+
+import kernels  # noqa: F401  (first: the interpreter)
+from kernels.lab.errors import CourseError
+from kernels.lab.mode import DEVICE, LIVE, MODE
+from kernels.lessons import any_shape
+from kernels.ops import gemm_auto, gemm_fp8, gemm_splitk
+
+DTYPES = [torch.float16] + ([torch.bfloat16] if LIVE else [])
+
+
+def _err(c, ref):
+    ref = ref.float()
+    return ((c.float() - ref).norm() / ref.norm()).item()
+
+
+def _operands(M, N, K, dtype=torch.float16):
+    return torch.randn(M, K, dtype=dtype, device=DEVICE), torch.randn(K, N, dtype=dtype, device=DEVICE)
+
+
+@pytest.mark.parametrize("M, N, K", [(1, 64, 256), (24, 96, 264), (70, 128, 128)])
+@pytest.mark.parametrize("swap", [False, True])
+def test_splitk_matches_torch_on_ragged_shapes(M, N, K, swap):
+    a, b = _operands(M, N, K)
+    for split in (1, 2, 3):
+        c = torch.full((M, N), float("nan"), dtype=torch.float16, device=DEVICE)
+        for _ in range(2):  # twice, new A: the last slice of each tile must reset its count for the next call
+            a.normal_()
+            gemm_splitk.matmul_splitk(a, b, BLOCK_M=16 if swap else 32, BLOCK_N=64, BLOCK_K=32, stages=2,
+                                      split=split, swap_ab=swap, out=c)
+            assert _err(c, a.float() @ b.float()) < 1e-2, (split, swap)
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_splitk_fp8_scales_in_the_epilogue(swap):
+    a, sa = gemm_fp8.quantize(torch.randn(16, 256, device=DEVICE))
+    bt, sb = gemm_fp8.quantize(torch.randn(128, 256, device=DEVICE))
+    c = torch.full((16, 128), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    gemm_splitk.start_fp8(a, bt, sa, sb, c, BLOCK_M=16, BLOCK_N=64, BLOCK_K=64, stages=2, split=2, swap_ab=swap)
+    assert _err(c, gemm_fp8.reference(a, bt, sa, sb)) < 2e-2
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("M, N, K", [(24, 72, 56), (130, 64, 80), (16, 256, 512)])
+def test_auto_matches_torch(M, N, K, dtype):
+    a, b = _operands(M, N, K, dtype)
+    out = torch.full((M, N), float("nan"), dtype=dtype, device=DEVICE)
+    for _ in range(2):  # on a GPU the second call takes the fast path: the kernel the first one compiled
+        a.normal_()
+        c = gemm_auto.matmul(a, b, out=out)
+        assert _err(c, a.float() @ b.float()) < 1e-2, gemm_auto.choose(a, b, c)
+
+
+def test_auto_fp8_matches_the_fp32_product():
+    a, sa = gemm_fp8.quantize(torch.randn(32, 256, device=DEVICE))
+    bt, sb = gemm_fp8.quantize(torch.randn(96, 256, device=DEVICE))
+    c = gemm_auto.matmul_fp8(a, bt, sa, sb)
+    assert c.dtype == torch.bfloat16 and _err(c, gemm_fp8.reference(a, bt, sa, sb)) < 2e-2
+
+
+def test_rows_no_tensor_map_can_describe_fall_back_to_pointers():
+    a, b = _operands(20, 100, 60)  # rows of 100 and 60 fp16 elements: not multiples of 16 bytes
+    c = gemm_auto.matmul(a, b)
+    choice = gemm_auto.choose(a, b, c)
+    assert choice.kernel == "gemm_pointer" and "16 bytes" in choice.why
+    assert _err(c, a.float() @ b.float()) < 1e-2
+
+
+def test_refusals_say_what_to_do():
+    a = torch.randn(16, 32, device=DEVICE)
+    with pytest.raises(CourseError, match="fp16 and bf16"):
+        gemm_auto.matmul(a, torch.randn(32, 16, device=DEVICE))
+    with pytest.raises(CourseError, match=r"\(M, K\) @ \(K, N\)"):
+        gemm_auto.matmul(a.half(), torch.randn(16, 16, device=DEVICE).half())
+
+
+def test_a_recorded_point_is_predicted_by_its_own_record():
+    (shape, ms), = [(s, m) for s, m in gemm_auto.known("float16")[next(iter(gemm_auto.known("float16")))]][:1]
+    kernel, cfg = next(iter(gemm_auto.known("float16")))
+    ranked = {(k, json.dumps(c, sort_keys=True)): t for t, k, c in gemm_auto.rank(*shape, "float16", 132)}
+    assert ranked[(kernel, cfg)] == pytest.approx(ms)
+
+
+def test_a_shape_never_searched_is_predicted_and_small_m_goes_to_split_k():
+    a, b = _operands(16, 14336, 4096) if LIVE else (torch.empty(16, 4096, dtype=torch.float16),
+                                                      torch.empty(4096, 14336, dtype=torch.float16))
+    choice = gemm_auto.choose(a, b, torch.empty(16, 14336, dtype=torch.float16, device=a.device))
+    assert "predicted" in choice.why and choice.kernel == "gemm_splitk"
+    assert [r[0] for r in choice.ranked] == sorted(r[0] for r in choice.ranked)
+
+
+def test_work_counts_rounds_of_programs():
+    cfg = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64)
+    assert gemm_auto.work("gemm_tma_host", cfg, 1024, 1024, 1024, 132) == (64, 16, 1 * (16 + gemm_auto.FIXED_STEPS))
+    assert gemm_auto.work("gemm_tma_host", cfg, 2048, 2048, 1024, 132)[2] == 2 * (16 + gemm_auto.FIXED_STEPS)
+    split = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, split=4)
+    assert gemm_auto.work("gemm_splitk", split, 16, 4096, 4096, 132) == (256, 8, 2 * (8 + gemm_auto.FIXED_STEPS))
+
+
+@pytest.mark.skipif(MODE != "hopper", reason="tuning times on a Hopper GPU")
+def test_tune_writes_the_cache_and_a_new_process_reads_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("COURSE_CACHE_DIR", str(tmp_path))
+    gemm_auto._choose.cache_clear()
+    a, b = _operands(48, 3072, 1024)
+    c = gemm_auto.matmul(a, b, tune=True)
+    assert _err(c, a.float() @ b.float()) < 1e-2
+    data = json.loads(gemm_auto.cache_path().read_text())
+    entry = data["float16 48x3072x1024"]
+    assert entry["of"] == gemm_auto.TUNE_TOP and entry["ms"] > 0
+    gemm_auto._choose.cache_clear()  # as a new process would: only the file
+    choice = gemm_auto.choose(a, b, c)
+    assert "tuned on this GPU" in choice.why and choice.config == entry["config"]
+    gemm_auto._choose.cache_clear()
+
+
+def _auto_records(ratio):
+    rows = []
+    for i, shape in enumerate(any_shape.NEW_SHAPES[:4]):
+        rows += [{"name": "cublas_gemm", "shape": list(shape), "dtype": "float16", "ms": 1.0, "config": {}},
+                 {"name": "gemm_auto", "shape": list(shape), "dtype": "float16", "ms": 1.0 / ratio[i],
+                  "config": {"kernel": "gemm_tma_host"}},
+                 {"name": "gemm_ranked", "shape": list(shape), "dtype": "float16", "ms": 1.0, "config": {}}]
+    return rows
+
+
+def test_the_bars_are_read_from_the_records():
+    g, lo, lines = any_shape.auto_bars(_auto_records([1.0, 1.0, 1.0, 1.0]))
+    assert g == pytest.approx(1.0) and all(line.endswith(": met") for line in lines)
+    g, lo, lines = any_shape.auto_bars(_auto_records([1.0, 1.0, 1.0, 0.91]))
+    assert lo == pytest.approx(0.91) and "none below 0.92): NOT met" in lines[1]
+    assert "(bar 0.9): met" in lines[2]  # 0.91 of the best known
+
+
+def test_the_recorded_runs_hold_what_the_lessons_show():
+    from kernels.lab import results
+    store = results.recorded()
+    for lesson, fp8 in (("07", False), ("08", True)):
+        auto = store.select(lesson, "auto")
+        table = any_shape.auto_table(auto)
+        assert len(table) == (6 if fp8 else 32) and all({"vendor", "auto", "best"} <= set(v) for v in table.values())
+        view = any_shape.small_m_view(store.select(lesson, "small_m"), 8192, 8192, any_shape.FP8 if fp8 else "float16")
+        assert all({"vendor", "splitk", "roof"} <= set(row) for row in view.values())
+        assert all(row["roof"] < row["vendor"] for row in view.values())  # nothing beats the bandwidth roof
+    best = any_shape.copy_best(store.select("07", "copy_shapes"))
+    assert {k for k in best} == {(tuple(s), d) for s, d in any_shape.COPY_SHAPES}
