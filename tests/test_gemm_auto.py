@@ -150,3 +150,21 @@ def test_the_recorded_runs_hold_what_the_lessons_show():
         assert all(row["roof"] < row["vendor"] for row in view.values())  # nothing beats the bandwidth roof
     best = any_shape.copy_best(store.select("07", "copy_shapes"))
     assert {k for k in best} == {(tuple(s), d) for s, d in any_shape.COPY_SHAPES}
+
+
+def test_the_launchers_called_without_a_configuration_choose_one(monkeypatch):
+    from kernels.ops import gemm
+    seen = []
+    real = gemm_auto.config_for
+    monkeypatch.setattr(gemm_auto, "config_for", lambda *a, **k: seen.append((a[0], k)) or real(*a, **k))
+    a, b = _operands(40, 64, 48)
+    for launcher in (gemm.matmul_tma_host, gemm.matmul_tma_persistent):
+        assert _err(launcher(a, b), a.float() @ b.float()) < 1e-2
+    a8, sa = gemm_fp8.quantize(torch.randn(32, 128, device=DEVICE))
+    bt, sb = gemm_fp8.quantize(torch.randn(64, 128, device=DEVICE))
+    assert _err(gemm_fp8.matmul_fp8(a8, bt, sa, sb), gemm_fp8.reference(a8, bt, sa, sb)) < 2e-2
+    assert seen == [("gemm_tma_host", {"persistent": True}), ("gemm_tma_host", {"persistent": True, "subtile": False}),
+                    ("gemm_fp8", {})]
+    seen.clear()
+    gemm.matmul_tma_host(a, b, 64, 64, 32)  # given a tile: no choice, lesson 04's stage count
+    assert not seen

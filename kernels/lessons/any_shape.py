@@ -32,7 +32,7 @@ NEW_SHAPES = [(1536, 1536, 1536), (3584, 3584, 3584), (5120, 5120, 5120), (7168,
 NEW_SHAPES_FP8 = [(3072, 3072, 3072), (6144, 6144, 6144), (4096, 14336, 4096), (8192, 4096, 14336),
                   (32, 14336, 4096), (192, 8192, 8192)]
 TOP = 6  # the ranked configurations timed beside the plain call
-LESSON04 = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3)  # lesson 04's persistent default
+LESSON04 = gemm.LESSON04  # lesson 04's persistent default
 # the copy at four shapes (lesson 07 section 6 measured one): Triton's TMA copy, one tile per program or persistent
 COPY_SHAPES = [((16384, 16384), "float16"), ((8192, 32768), "float16"), ((4096, 4096), "float16"),
                ((16384, 8192), "float32")]

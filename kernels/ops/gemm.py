@@ -203,10 +203,14 @@ def _persistent_grid(a, b, BLOCK_M, BLOCK_N, programs=None):
     return (min(tiles, programs or sm_count(a)),)
 
 
-def matmul_tma_persistent(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8,
+def matmul_tma_persistent(a, b, BLOCK_M=None, BLOCK_N=None, BLOCK_K=None, stages=None, num_warps=None, GROUP_M=8,
                           tma_store=True, programs=None, out=None):
-    """C = A @ B with a persistent grid (one program per SM unless ``programs`` says otherwise) (lesson 04)."""
+    """C = A @ B with a persistent grid (one program per SM unless ``programs`` says otherwise) (lesson 04). Called
+    without a tile or stage count, the configuration is the one ``gemm_auto`` predicts fastest for this shape among
+    the persistent ones (lesson 07); lesson 04's own is 128 x 256 x 64, 3 stages (``LESSON04``)."""
     c = _inputs("matmul_tma_persistent", a, b, out)
+    BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps = _tile(a, b, "gemm_tma_host", (BLOCK_M, BLOCK_N, BLOCK_K, stages),
+                                                         num_warps, persistent=True, subtile=False)
     _start(_persistent_launch(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, tma_store, programs), a,
            c_tile=tma_store)
     return c
@@ -302,6 +306,23 @@ def _host_launch(a, b, c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_wa
                  SUBTILE=subtile, num_stages=stages, num_warps=num_warps or default_warps(BLOCK_M, BLOCK_N)))
 
 
+LESSON04 = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3)  # lesson 04's configuration, tuned at 8192^3
+
+
+def _tile(a, b, kernel, given, num_warps, chosen=None, **fixed):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps) for a launcher: ``given`` as passed; all four left out, the
+    configuration of ``kernel`` that ``gemm_auto`` predicts fastest for this shape with ``fixed`` (its other items,
+    such as ``subtile``, are written into ``chosen``); some left out, lesson 04's values for those."""
+    if all(v is None for v in given):
+        from . import gemm_auto  # it imports this module
+        cfg = gemm_auto.config_for(kernel, a, b, **fixed)
+        if chosen is not None:
+            chosen.setdefault("subtile", cfg.get("subtile", False))
+        return cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["stages"], num_warps or cfg.get("num_warps")
+    return (*(v if v is not None else LESSON04[k] for v, k in zip(given, ("BLOCK_M", "BLOCK_N", "BLOCK_K", "stages"))),
+            num_warps)
+
+
 def _start(launch, a, c_tile=True, start=None):
     """Run one prepared launch (or ``start(kernel, grid, args, kwargs)``, e.g. ``Plan``); a configuration that
     does not fit gets the course's message."""
@@ -313,11 +334,17 @@ def _start(launch, a, c_tile=True, start=None):
                         c_tile / 2 if kwargs.get("SUBTILE") else c_tile) from None
 
 
-def matmul_tma_host(a, b, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, num_warps=None, GROUP_M=8,
-                    persistent=True, warp_specialize=False, subtile=False, programs=None, out=None):
+def matmul_tma_host(a, b, BLOCK_M=None, BLOCK_N=None, BLOCK_K=None, stages=None, num_warps=None, GROUP_M=8,
+                    persistent=True, warp_specialize=False, subtile=None, programs=None, out=None):
     """C = A @ B with host-side tensor maps; ``persistent``: one program per SM (or ``programs``) walks the
-    tiles, else one program per tile; ``subtile``: the tile is stored in two halves (lesson 07)."""
+    tiles, else one program per tile; ``subtile``: the tile is stored in two halves (lesson 07). Called without a
+    tile or stage count, the configuration (and ``subtile``) is the one ``gemm_auto`` predicts fastest for this shape
+    with this ``persistent``; else the missing values are lesson 04's (``LESSON04``)."""
     c = _inputs("matmul_tma_host", a, b, out)
+    chosen = {} if subtile is None else {"subtile": subtile}
+    BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps = _tile(a, b, "gemm_tma_host", (BLOCK_M, BLOCK_N, BLOCK_K, stages),
+                                                         num_warps, chosen, persistent=persistent, **chosen)
+    subtile = chosen.get("subtile", False)
     _start(_host_launch(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps, GROUP_M, persistent, warp_specialize,
                         subtile, programs), a)
     return c

@@ -12,6 +12,7 @@ and runs the fastest predicted. An exact recorded point is predicted by its own 
 it to a per-device cache file (``cache_path``), as ``triton.autotune`` does: later calls, in any process, read it.
 Shapes the tensor maps cannot describe (a row stride that is not a multiple of 16 bytes) fall back to lesson 02's
 pointer kernel, and ``choose`` says why. ``plan`` prepares a chosen launch once for repeated calls."""
+import copy
 import functools
 import inspect
 import json
@@ -89,6 +90,7 @@ def known(dtype):
     return out
 
 
+@functools.lru_cache(maxsize=1024)
 def rank(M, N, K, dtype, sms):
     """[(predicted ms, kernel, config)] of every known configuration of ``dtype`` at M x N x K, fastest first."""
     shape = (M, N, K)
@@ -98,6 +100,18 @@ def rank(M, N, K, dtype, sms):
         at, ms = min(points, key=lambda p: _distance(kernel, cfg, shape, p[0], sms))
         out.append((ms * work(kernel, cfg, *shape, sms)[2] / work(kernel, cfg, *at, sms)[2], kernel, cfg))
     return sorted(out, key=lambda x: x[0])
+
+
+def config_for(kernel, a, b, **fixed):
+    """The best-predicted configuration of one kernel (a record name) for A @ B: what that kernel's launcher runs when
+    it is called without one. ``fixed``: items the configuration must have (``persistent=True``, ...)."""
+    dtype = _key(a.dtype)
+    N = b.shape[0] if dtype == "float8_e4m3fn" else b.shape[1]
+    sms = sm_count(a) if a.is_cuda else results.recorded().sm_count or 132
+    for _, k, cfg in rank(a.shape[0], N, a.shape[1], dtype, sms):
+        if k == kernel and all(cfg.get(key, False) == value for key, value in fixed.items()):
+            return dict(cfg)
+    raise CourseError(f"no recorded configuration of {kernel} for {dtype} {fixed or ''}: pass one")
 
 
 def cache_path(device_name=None):
@@ -185,36 +199,70 @@ def _run(choice, a, b, c, scales=None, start=None):
     return gemm._start(launch, a, c_tile=choice.kernel != "gemm_pointer", start=start)
 
 
-# A plain call pays Triton's dispatch (binding two dozen arguments, computing the specialisation key, finding the
-# kernel) every time: tens of microseconds of host time, more than a small GEMM's GPU time. The first call at a
-# shape goes through it; the compiled kernel it returns is kept, keyed by everything its specialisation can depend
-# on (the choice, the sizes, strides, dtypes, device and 16-byte alignment of every operand), and later calls
-# build their tensor maps and call it directly, as a ``Plan`` does - without holding on to anyone's tensors.
-_COMPILED = {}
+# A plain call pays, every time, the course's checks and Triton's dispatch (binding two dozen arguments, computing
+# the specialisation key, finding the compiled kernel): tens of microseconds of host time, more than a small GEMM's
+# GPU time (lesson 07, section 2). The first call with given operands' shapes, strides, dtypes, device and 16-byte
+# alignment takes the full path; the compiled kernel it returns is kept with its argument list, operands left out,
+# under that key - everything the checks, the choice and the specialisation read. A later call with the same key
+# puts its own operands in (tensor maps are encoded from them by Triton's launcher) and calls the compiled kernel
+# directly, as a ``Plan`` does, holding on to nobody's tensors.
+_FAST = {}
 
 
-def _specialisation(choice, a, b, c, scales):
+def _fast_key(a, b, c, scales):
     ts = (a, b, c) + tuple(scales or ())
-    return (choice.kernel, json.dumps(choice.config, sort_keys=True), a.device.index,
-            tuple((t.shape, t.stride(), t.dtype, t.data_ptr() % 16 == 0) for t in ts))
+    return tuple((t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16 == 0) for t in ts)
 
 
-def _run_plain(choice, a, b, c, scales=None):
-    key = _specialisation(choice, a, b, c, scales)
-    hit = _COMPILED.get(key)
+def _template(launch, compiled, operands):
+    """(grid, argument list with the operands' places emptied, [(place, operand index, is a tensor map)])."""
+    kernel, grid, args, kwargs = launch
+    params = inspect.signature(kernel.fn).parameters
+    full = list(args) + [kwargs.get(n, p.default) for n, p in list(params.items())[len(args):]]
+    slots = []
+    for i, arg in enumerate(full):
+        base = getattr(arg, "base", None) if hasattr(arg, "block_shape") else None
+        for j, t in enumerate(operands):
+            if base is t or arg is t:
+                slots.append((i, j, base is t))
+                full[i] = copy.copy(arg) if base is t else None
+                if base is t:
+                    full[i].base = None
+                break
+    return tuple(grid) + (1,) * (3 - len(grid)), full, slots
+
+
+def _run_plain(a, b, c, scales=None, tune=False):
+    """``matmul``'s launch after its checks: choose, check the configuration and launch, keeping the compiled kernel
+    for ``_fast``."""
+    choice = tuned(a, b, c, scales) if tune else choose(a, b, c)
+    compiled = _run(choice, a, b, c, scales)
+    if compiled is not None and hasattr(compiled, "run"):  # the interpreter returns no compiled kernel
+        operands = (a, b, c) + tuple(scales or ())
+        _FAST[_fast_key(a, b, c, scales)] = (compiled, *_template(_prepare(choice, a, b, c, scales), compiled, operands))
+
+
+def _fast(a, b, c, scales=None):
+    """Launch through the kept compiled kernel if this key was launched before (True), else nothing (False)."""
+    hit = _FAST.get(_fast_key(a, b, c, scales))
     if hit is None:
-        compiled = _run(choice, a, b, c, scales)
-        if compiled is not None and hasattr(compiled, "run"):  # the interpreter returns no compiled kernel
-            kernel = _prepare(choice, a, b, c, scales)[0]
-            params = inspect.signature(kernel.fn).parameters
-            _COMPILED[key] = (compiled, [(n, p.default) for n, p in params.items()])
-        return
-    compiled, params = hit
-    _, grid, args, kwargs = _prepare(choice, a, b, c, scales)
-    full = list(args) + [kwargs.get(n, d) for n, d in params[len(args):]]
-    g = tuple(grid) + (1,) * (3 - len(grid))
-    compiled.run(*g, torch.cuda.current_stream().cuda_stream, compiled.function, compiled.packed_metadata,
-                 None, None, None, *full)
+        return False
+    compiled, grid, template, slots = hit
+    operands = (a, b, c) + tuple(scales or ())
+    args = list(template)
+    for i, j, is_map in slots:
+        if is_map:
+            args[i] = copy.copy(template[i])
+            args[i].base = operands[j]
+        else:
+            args[i] = operands[j]
+    compiled.run(*grid, torch.cuda.current_stream().cuda_stream, compiled.function, compiled.packed_metadata,
+                 None, None, None, *args)
+    return True
+
+
+def _new_out(a, n, dtype):
+    return torch.empty((a.shape[0], n), device=a.device, dtype=dtype)
 
 
 def reference(a, b, scales=None):
@@ -227,20 +275,27 @@ def reference(a, b, scales=None):
 def matmul(a, b, out=None, tune=False):
     """C = A @ B for fp16 or bf16 A (M, K) and B (K, N), with the configuration ``choose`` picks for the shape;
     ``tune``: time the best predictions on this GPU first and cache the winner (see the module)."""
+    if not tune and a.dim() == b.dim() == 2:
+        c = out if out is not None else _new_out(a, b.shape[1], a.dtype)
+        if _fast(a, b, c):
+            return c
     if _key(a.dtype) not in ("float16", "bfloat16"):
         raise CourseError(f"matmul chooses among fp16 and bf16 configurations, got {a.dtype}: cast the operands, "
                           f"or for e4m3 call matmul_fp8")
     c = gemm._inputs("gemm_auto.matmul", a, b, out)
-    _run_plain(tuned(a, b, c) if tune else choose(a, b, c), a, b, c)
+    _run_plain(a, b, c, tune=tune)
     return c
 
 
 def matmul_fp8(a, bt, scale_a, scale_b, out_dtype=torch.bfloat16, out=None, tune=False):
     """C = (A @ B) * scale_a * scale_b from e4m3 A (M, K) and B^T (N, K) (lesson 08's operands), the configuration
     chosen for the shape as ``matmul`` does."""
+    if not tune and a.dim() == bt.dim() == 2:
+        c = out if out is not None else _new_out(a, bt.shape[0], out_dtype)
+        if _fast(a, bt, c, (scale_a, scale_b)):
+            return c
     c = gemm_fp8._out(a, bt, scale_a, scale_b, out.dtype if out is not None else out_dtype, out)
-    scales = (scale_a, scale_b)
-    _run_plain(tuned(a, bt, c, scales) if tune else choose(a, bt, c), a, bt, c, scales)
+    _run_plain(a, bt, c, (scale_a, scale_b), tune)
     return c
 
 

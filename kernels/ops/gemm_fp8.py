@@ -102,8 +102,12 @@ def _out(a, bt, scale_a, scale_b, out_dtype, out):
 
 def matmul_fp8(a, bt, scale_a, scale_b, out_dtype=torch.bfloat16, out=None, **config):
     """C = (A @ B) * scale_a * scale_b from A (M, K) and B^T (N, K) in e4m3; ``config``: BLOCK_M, BLOCK_N,
-    BLOCK_K, stages, num_warps, GROUP_M, persistent, warp_specialize, subtile, programs (see ``_launch``)."""
+    BLOCK_K, stages, num_warps, GROUP_M, persistent, warp_specialize, subtile, programs (see ``_launch``). Without a
+    tile or stage count, the configuration is the one ``gemm_auto`` predicts fastest for this shape (lesson 08)."""
     c = _out(a, bt, scale_a, scale_b, out.dtype if out is not None else out_dtype, out)
+    if not {"BLOCK_M", "BLOCK_N", "BLOCK_K", "stages"} & set(config):
+        from . import gemm_auto  # it imports this module
+        config = {**gemm_auto.config_for("gemm_fp8", a, bt), **config}
     kernel, grid, args, kwargs = _launch(a, bt, scale_a, scale_b, c, **config)
     try:
         kernel[grid](*args, **kwargs)
