@@ -297,3 +297,10 @@ def test_hand_written_cuda_compiles_for_sm90a_and_reads_like_triton_code(tmp_pat
     assert code.counts()["mbarrier"] == 2 and code.counts()["SYNCS"] >= 1
     with pytest.raises(CourseError, match="nvcc -ptx of broken failed"):
         cuda.compile_sm90a("broken", src.replace("uint32_t b", "uint32_t"))
+
+
+def test_a_run_recorded_after_the_file_is_labelled_with_its_own_date():
+    from kernels.lab.results import Store
+    store = Store("nvidia-h200", {"device": "NVIDIA H200", "date": "2026-12-01", "records": [{"lesson": "07"}]})
+    assert store.label_of([{"date": "2026-12-02"}, {"date": "2026-12-02"}]) == "recorded on NVIDIA H200, 2026-12-02"
+    assert store.label_of([{"date": "2026-12-02"}, {}]) == store.label == "recorded on NVIDIA H200, 2026-12-01"

@@ -36,12 +36,13 @@ def can_run(needs="gpu"):
     return MODE == "hopper" if needs == "hopper" else LIVE
 
 
-def recorded_label(store):
-    """Where recorded figures come from; on a GPU told not to time, or that cannot, say why they are not its own."""
+def recorded_label(store, records=None):
+    """Where recorded figures come from (``records``' own date where they carry one); on a GPU told not to time, or
+    that cannot, say why they are not its own."""
     why = ("COURSE_RECORDED=1: not timed on this GPU" if recorded_only() else
            "a kernel trapped and this process lost its GPU: restart the Jupyter kernel to time here"
            if gpu_lost() else "")
-    return store.label + (f" ({why})" if LIVE and why else "")
+    return (store.label if records is None else store.label_of(records)) + (f" ({why})" if LIVE and why else "")
 
 
 def live_label():
@@ -82,7 +83,8 @@ def run(lesson, run_name, measure_fn, needs="gpu") -> Run:
     if can_run(needs):
         return Run(take(lesson, run_name, measure_fn), live_label())
     store = results.recorded()
-    return Run(store.select(lesson, run_name), recorded_label(store))
+    found = store.select(lesson, run_name)
+    return Run(found, recorded_label(store, found))
 
 
 @dataclass

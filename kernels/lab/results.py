@@ -98,6 +98,14 @@ class Store:
         return (f"recorded on {self.device}, {self.data.get('date', '?')}" if self.records
                 else f"no recorded results for {self.slug} yet")
 
+    def label_of(self, records):
+        """The label of some records: their own date where each carries the same one (a run recorded after the
+        file's, ``record`` with runs named), else the file's."""
+        dates = {r.get("date") for r in records}
+        if len(dates) == 1 and None not in dates:
+            return f"recorded on {self.device}, {dates.pop()}"
+        return self.label
+
     def select(self, lesson, run=None, name=None, shape=None, config=None):
         """Records of ``lesson`` matching every criterion given (``config`` exactly)."""
         return [r for r in self.records if r["lesson"] == lesson and (run is None or r["run"] == run)

@@ -234,6 +234,19 @@ def copy_best(records):
     return out
 
 
+def run(lesson, name):
+    """A run of this module for ``lesson`` ("07" or "08"): the recorded one wherever one is recorded (each takes
+    minutes and hundreds of compiles; redo one with ``python -m kernels.tools.record 07:auto``), else measured now."""
+    store = recorded_results.recorded()
+    found = store.select(lesson, name)
+    if found:
+        return measure.Run(found, measure.recorded_label(store, found))
+    module = {"07": "l07_shapes_and_waves", "08": "l08_fp8_capstone"}[lesson]
+    import importlib
+    lesson_module = importlib.import_module(f"kernels.lessons.{module}")
+    return measure.run(lesson, name, lesson_module.RUNS[name], "hopper")
+
+
 # ---- views ---------------------------------------------------------------------------------------------------------
 
 def geomean(xs):
@@ -269,11 +282,48 @@ def auto_bars(records, fp8=False):
     lines = [f"{len(x)} new points: geomean {g:.3f}x {vendor} (bar {bar_g}): {'met' if g >= bar_g else 'NOT met'}",
              f"lowest {x[worst]:.3f}x at {'x'.join(map(str, worst[0]))} {worst[1]} (bar: none below {bar_min}): "
              f"{'met' if x[worst] >= bar_min else 'NOT met'}"]
+    known = {k: v["vendor"] / v["best"] for k, v in table.items()}
+    lines.append(f"the best configuration the course knows at each point (the fastest of the {TOP} ranked, through "
+                 f"plans): geomean {geomean(known.values()):.3f}x {vendor}, lowest {min(known.values()):.3f}x")
+    near = sum(1 for v in of_best.values() if v >= 0.95)
+    lines.append(f"the plain call within 5% of the best known configuration at {near} of {len(of_best)} points")
     if not fp8:
         lo = min(of_best, key=of_best.get)
         lines.append(f"against the best configuration the course knows at each point: lowest {of_best[lo]:.3f}x at "
                      f"{'x'.join(map(str, lo[0]))} {lo[1]} (bar 0.9): {'met' if of_best[lo] >= 0.9 else 'NOT met'}")
     return g, x[worst], lines
+
+
+def splitk_code(M=16, N=4096, K=4096):
+    """The sm_90 code of split-K at M x N x K fp16 with a 16-row tile, unswapped and swapped (``Compiled`` each,
+    named so): which MMA instruction the tile gets."""
+    import dataclasses
+
+    from ..lab import aot
+    from ..lab.mode import DEVICE
+    a = torch.empty(M, K, device=DEVICE, dtype=torch.float16)
+    b = torch.empty(K, N, device=DEVICE, dtype=torch.float16)
+    c = torch.empty(M, N, device=DEVICE, dtype=torch.float16)
+    out = []
+    for swap in (False, True):
+        kernel, _, args, kw = gemm_splitk._launch(a, b, c, BLOCK_M=16, BLOCK_N=64, BLOCK_K=128, stages=3, swap_ab=swap,
+                                                  programs=132)
+        out.append(dataclasses.replace(aot.compile_sm90(kernel, *args, **kw), name="swap-AB" if swap else "16-row tile"))
+    return out
+
+
+def print_choices(shapes, dtype=torch.float16):
+    """What ``gemm_auto`` would run at each shape, and why (operands left uninitialised: the choice reads shapes)."""
+    from ..lab.mode import DEVICE
+    known = gemm_auto.known(str(dtype).replace("torch.", ""))
+    print(f"{len(known)} configurations timed at {len({s for pts in known.values() for s, _ in pts})} shapes "
+          f"({str(dtype).replace('torch.', '')}, recorded runs {', '.join(gemm_auto.RUNS)})")
+    for M, N, K in shapes:
+        a, b = (torch.empty(s, device=DEVICE, dtype=dtype) for s in ((M, K), (K, N)))
+        ch = gemm_auto.choose(a, b, torch.empty(M, N, device=DEVICE, dtype=dtype))
+        cfg = " ".join(f"{k}={v}" for k, v in ch.config.items())
+        guess = f", predicted {ch.predicted_ms * 1e3:.1f} us on {measure.sm_count()} SMs" if ch.predicted_ms else ""
+        print(f"{M}x{N}x{K}: {ch.kernel} {cfg}\n    {ch.why}{guess}")
 
 
 def small_m_view(records, N, K, dtype):
@@ -297,6 +347,47 @@ def small_m_view(records, N, K, dtype):
     return dict(sorted(out.items()))
 
 
+def print_small_m(records, N, K, dtype):
+    """One line per M: the roof, the vendor, the best split-K of the screen and lesson 04's default, each as the
+    time and the fraction of the roof it reaches."""
+    vendor = "_scaled_mm" if dtype == FP8 else "cuBLAS"
+    print(f"M x {N} x {K} {dtype}: time in us (fraction of the bandwidth roof)")
+    print(f"{'M':>5} {'roof':>7} {vendor:>15} {'split-K':>15} {'lesson 04':>15}   split-K's configuration")
+    for M, row in small_m_view(records, N, K, dtype).items():
+        cells = [f"{row[k] * 1e3:6.1f} ({row['roof'] / row[k]:4.0%})" if k in row else "-"
+                 for k in ("vendor", "splitk", "lesson04")]
+        c = row.get("splitk_config", {})
+        cfg = (f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} s{c['stages']}{' swap-AB' if c['swap_ab'] else ''}"
+               f" fill {c['fill']}") if c else ""
+        print(f"{M:5d} {row['roof'] * 1e3:7.1f} " + " ".join(f"{x:>15}" for x in cells) + f"   {cfg}")
+
+
+def print_auto(records):
+    """Per new point: the vendor's time, the plain call and the best ranked configuration as a ratio to it, and what
+    the plain call ran."""
+    table = auto_table(records)
+    vendor = "_scaled_mm" if any(d == FP8 for _, d in table) else "cuBLAS"
+    print(f"{'shape':>18} {'dtype':>5} {vendor + ' us':>12} {'plain call':>10} {'best known':>10}   chosen")
+    for (shape, dtype), v in table.items():
+        c = v["choice"]
+        tile = f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} s{c['stages']}" if "BLOCK_M" in c else ""
+        print(f"{'x'.join(map(str, shape)):>18} {short(dtype):>5} {v['vendor'] * 1e3:12.1f} {v['vendor'] / v['auto']:9.3f}x "
+              f"{v['vendor'] / v['best']:9.3f}x   {c['kernel']} {tile}")
+
+
+def short(dtype):
+    return {"float16": "fp16", "bfloat16": "bf16", FP8: "e4m3"}.get(dtype, dtype)
+
+
+def print_copy_shapes(records):
+    """Per copy shape: torch's copy, Triton's best TMA copy and its ratio, against the bar of 0.97x."""
+    for (shape, dtype), (r, x) in copy_best(records).items():
+        c = r["config"]
+        how = f"{c['per_sm']}/SM, {c['stages']} stages" if c["per_sm"] else "one tile per program"
+        print(f"{'x'.join(map(str, shape)):>12} {dtype:8s} box {c['BLOCK_M']}x{c['BLOCK_N']} {how:22s} "
+              f"{r['gbps']:6.0f} GB/s {x:.3f}x torch copy (bar 0.97: {'met' if x >= 0.97 else 'NOT met'})")
+
+
 def plot_small_m(records, N, K, dtype, label, ax=None):
     """Achieved bandwidth (A + B + C bytes over time) against M: the roof, the vendor, split-K, lesson 04's default."""
     ax = ax or plt.subplots(figsize=(6.4, 3.4))[1]
@@ -310,8 +401,8 @@ def plot_small_m(records, N, K, dtype, label, ax=None):
         pts = [(M, gbs(M, view[M][key])) for M in Ms if key in view[M]]
         if pts:
             ax.plot(*zip(*pts), style, label=name)
-    ax.set(xscale="log", xlabel="M (rows of A: tokens)", ylabel="GB/s of A + B + C",
-           title=f"M x {N} x {K} {dtype}: small M is a bandwidth problem ({label})")
+    ax.set(xscale="log", xlabel="M (rows of A: tokens)", ylabel="GB/s of A + B + C", ylim=(0, None),
+           title=f"M x {N} x {K} {short(dtype)}\n{label}")
     ax.title.set_fontsize(8)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="lower left")
     return ax

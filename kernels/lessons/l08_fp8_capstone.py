@@ -87,7 +87,7 @@ def search():
     store = recorded_results.recorded()
     found = store.select(LESSON, "search")
     if found:
-        return measure.Run(found, measure.recorded_label(store))
+        return measure.Run(found, measure.recorded_label(store, found))
     return measure.run(LESSON, "search", measure_search, NEEDS)
 
 

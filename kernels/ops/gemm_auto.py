@@ -201,7 +201,7 @@ def _run(choice, a, b, c, scales=None, start=None):
 
 # A plain call pays, every time, the course's checks and Triton's dispatch (binding two dozen arguments, computing
 # the specialisation key, finding the compiled kernel): tens of microseconds of host time, more than a small GEMM's
-# GPU time (lesson 07, section 2). The first call with given operands' shapes, strides, dtypes, device and 16-byte
+# GPU time (lesson 07, section 4). The first call with given operands' shapes, strides, dtypes, device and 16-byte
 # alignment takes the full path; the compiled kernel it returns is kept with its argument list, operands left out,
 # under that key - everything the checks, the choice and the specialisation read. A later call with the same key
 # puts its own operands in (tensor maps are encoded from them by Triton's launcher) and calls the compiled kernel

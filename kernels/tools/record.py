@@ -6,6 +6,7 @@
 
 A lesson's runs are its ``RUNS`` (``kernels.lessons``): the very functions its notebook calls live,
 so what CPU mode shows is what a GPU would have shown."""
+import datetime
 import importlib
 import sys
 
@@ -15,6 +16,9 @@ from ..lessons import LESSONS
 
 
 def main(argv):
+    """Runs named: each record carries its date and the file keeps its own (the lessons' recording); none named:
+    every run, and the file takes today's date."""
+    today = datetime.date.today().isoformat()
     if MODE == "cpu":
         sys.exit("recording needs a CUDA GPU: in CPU mode the course reads results/, it never writes it")
     for arg in argv or sorted(LESSONS):
@@ -26,8 +30,8 @@ def main(argv):
             if not measure.can_run(getattr(module, "NEEDS", "gpu")):
                 print(f"lesson {lesson}: skipped, needs {module.NEEDS}")
                 break
-            records = measure.take(lesson, run, fn)
-            path = results.save(records)
+            records = [{**r, "date": today} if argv else r for r in measure.take(lesson, run, fn)]
+            path = results.save(records, keep_date=bool(argv))
             print(f"lesson {lesson} {run}: {len(records)} records on {device_name()} -> {path}")
             for r in records:
                 rate = f"{r['gbps']:8.1f} GB/s" if "gbps" in r else f"{r['tflops']:8.1f} TFLOP/s" if "tflops" in r else ""
