@@ -404,5 +404,5 @@ def plot_small_m(records, N, K, dtype, label, ax=None):
     ax.set(xscale="log", xlabel="M (rows of A: tokens)", ylabel="GB/s of A + B + C", ylim=(0, None),
            title=f"M x {N} x {K} {short(dtype)}\n{label}")
     ax.title.set_fontsize(8)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.22))
     return ax
