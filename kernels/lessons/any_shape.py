@@ -81,22 +81,28 @@ def _warm(job):
     return 1
 
 
-def _compile_key(shape, dtype, kernel, cfg, sms=132):
+def _specialised(x):
+    """How Triton specialises an integer argument: 1, a multiple of 16, or neither."""
+    return 1 if x == 1 else 16 if x % 16 == 0 else 0
+
+
+def _compile_key(shape, dtype, kernel, cfg, sms):
     """What a launch's compiled kernel depends on: the configuration (``fill`` only sets the runtime split) and
-    the specialisation of the sizes (1, a multiple of 16, other) and of split-K's split (1 or more)."""
-    spec = tuple(1 if x == 1 else 16 if x % 16 == 0 else 0 for x in shape)
-    split = 0
+    the specialisation of the sizes and of split-K's split."""
+    split = None
     if kernel.endswith("splitk"):
-        split = gemm_splitk.split_for(*shape, cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], sms, cfg.get("fill", 1)) == 1
-    return dtype, kernel, tuple(sorted((k, v) for k, v in cfg.items() if k != "fill")), spec, split
+        split = _specialised(gemm_splitk.split_for(*shape, cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], sms,
+                                                   cfg.get("fill", 1)))
+    return (dtype, kernel, tuple(sorted((k, v) for k, v in cfg.items() if k != "fill")),
+            tuple(map(_specialised, shape)), split)
 
 
 def compile_ahead(entries, workers=12):
     """Compile every distinct kernel of ``[(shape, dtype, kernel, config)]`` in ``workers`` processes (spawned:
     each its own CUDA context) before the timing process needs them."""
-    jobs = {}
+    jobs, sms = {}, measure.sm_count()
     for e in entries:
-        jobs.setdefault(_compile_key(*e), e)
+        jobs.setdefault(_compile_key(*e, sms), e)
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(workers) as pool:
         return sum(pool.map(_warm, list(jobs.values()), chunksize=1))
@@ -315,9 +321,10 @@ def splitk_code(M=16, N=4096, K=4096):
 def print_choices(shapes, dtype=torch.float16):
     """What ``gemm_auto`` would run at each shape, and why (operands left uninitialised: the choice reads shapes)."""
     from ..lab.mode import DEVICE
-    known = gemm_auto.known(str(dtype).replace("torch.", ""))
+    name = gemm_auto.dtype_name(dtype)
+    known = gemm_auto.known(name)
     print(f"{len(known)} configurations timed at {len({s for pts in known.values() for s, _ in pts})} shapes "
-          f"({str(dtype).replace('torch.', '')}, recorded runs {', '.join(gemm_auto.RUNS)})")
+          f"({name}, recorded runs {', '.join(gemm_auto.RUNS)})")
     for M, N, K in shapes:
         a, b = (torch.empty(s, device=DEVICE, dtype=dtype) for s in ((M, K), (K, N)))
         ch = gemm_auto.choose(a, b, torch.empty(M, N, device=DEVICE, dtype=dtype))

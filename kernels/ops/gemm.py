@@ -310,12 +310,13 @@ LESSON04 = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3)  # lesson 04's c
 
 
 def _tile(a, b, kernel, given, num_warps, chosen=None, **fixed):
-    """(BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps) for a launcher: ``given`` as passed; all four left out, the
-    configuration of ``kernel`` that ``gemm_auto`` predicts fastest for this shape with ``fixed`` (its other items,
-    such as ``subtile``, are written into ``chosen``); some left out, lesson 04's values for those."""
-    if all(v is None for v in given):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps) for a launcher: ``given`` as passed; all four left out (fp16
+    or bf16, the dtypes the course records), the configuration of ``kernel`` that ``gemm_auto`` predicts fastest for
+    this shape with ``fixed`` (its other items, such as ``subtile``, are written into ``chosen``); else lesson 04's
+    values for those left out. ``matmul_tma_persistent`` has no records of its own: the host-map kernel's stand in."""
+    if all(v is None for v in given) and str(a.dtype).removeprefix("torch.") in ("float16", "bfloat16"):
         from . import gemm_auto  # it imports this module
-        cfg = gemm_auto.config_for(kernel, a, b, **fixed)
+        cfg = gemm_auto.config_for(kernel, a, b, warp_specialize=False, **fixed)
         if chosen is not None:
             chosen.setdefault("subtile", cfg.get("subtile", False))
         return cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["BLOCK_K"], cfg["stages"], num_warps or cfg.get("num_warps")

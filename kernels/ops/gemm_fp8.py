@@ -107,7 +107,7 @@ def matmul_fp8(a, bt, scale_a, scale_b, out_dtype=torch.bfloat16, out=None, **co
     c = _out(a, bt, scale_a, scale_b, out.dtype if out is not None else out_dtype, out)
     if not {"BLOCK_M", "BLOCK_N", "BLOCK_K", "stages"} & set(config):
         from . import gemm_auto  # it imports this module
-        config = {**gemm_auto.config_for("gemm_fp8", a, bt), **config}
+        config = {**gemm_auto.config_for("gemm_fp8", a, bt, warp_specialize=False), **config}
     kernel, grid, args, kwargs = _launch(a, bt, scale_a, scale_b, c, **config)
     try:
         kernel[grid](*args, **kwargs)

@@ -14,12 +14,15 @@ SMs is far from the chip's. Two ideas put the idle SMs to work and keep the tens
   registers, before it is stored.
 
 One kernel serves fp16/bf16 (B given as (K, N)) and FP8 e4m3 (B given as B^T, (N, K), K-major as wgmma reads
-FP8: ``B_T``), the latter with per-tensor scales applied in the epilogue (``SCALED``)."""
+FP8: ``B_T``), the latter with per-tensor scales applied in the epilogue (``SCALED``). The partials and counts are
+kept per device, tile and split (``gemm._scratch``) and shared by every call of that kind: two such calls on two
+streams at once would race on them (the course launches on one stream)."""
 import triton
 import triton.language as tl
 from triton.runtime.errors import OutOfResources
 
 from ..lab import smem, tma_rules
+from ..lab.errors import CourseError
 from ..lab.mode import sm_count
 from ..lab.plan import Plan
 from .gemm import _inputs, _scratch
@@ -30,8 +33,8 @@ def matmul_splitk_kernel(a_desc, b_desc, c_desc, partial_ptr, count_ptr, scale_a
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                          SWAP: tl.constexpr, B_T: tl.constexpr, SCALED: tl.constexpr):
     # program = (tile, slice): the SPLIT slices of a tile are neighbours, the tiles walk N fastest (A's few
-    # rows are read by every tile of their row and stay in L2). SPLIT is a runtime value: a new shape's split
-    # needs no new compile
+    # rows are read by every tile of their row and stay in L2). SPLIT is a runtime value: Triton compiles one
+    # variant for 1, one for multiples of 16 and one for the rest, not one per split
     pid = tl.program_id(0)
     tile, s = pid // SPLIT, pid % SPLIT
     tiles_n = tl.cdiv(N, BLOCK_N)
@@ -80,7 +83,7 @@ def _store(c_desc, acc, scale_a_ptr, scale_b_ptr, off_m, off_n, SWAP: tl.constex
 def split_for(M, N, K, BLOCK_M, BLOCK_N, BLOCK_K, sms, fill=1):
     """The default number of K slices: enough for the programs (tiles x slices) to cover every SM ``fill`` times,
     with at least two BLOCK_K steps per slice (a slice of one step has nothing to pipeline), at most 16."""
-    tiles = triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N)
+    tiles = max(1, triton.cdiv(M, BLOCK_M) * triton.cdiv(N, BLOCK_N))
     k_tiles = triton.cdiv(K, BLOCK_K)
     return max(1, min(triton.cdiv(sms * fill, tiles), k_tiles // 2, 16))
 
@@ -90,6 +93,9 @@ def _launch(a, b, c, BLOCK_M=64, BLOCK_N=128, BLOCK_K=128, stages=4, num_warps=4
     """(kernel, grid, args, kwargs) of one launch, host-side tensor maps; ``b`` is B (K, N), or B^T (N, K)
     with ``b_t``; ``scales``: (scale_a, scale_b) for FP8."""
     from triton.tools.tensor_descriptor import TensorDescriptor
+    if min(BLOCK_M, BLOCK_N, BLOCK_K) < 16:
+        raise CourseError(f"split-K tiles are at least 16 x 16 x 16 (the MMA's smallest), got "
+                          f"{BLOCK_M} x {BLOCK_N} x {BLOCK_K}")
     M, K = a.shape
     N = b.shape[0] if b_t else b.shape[1]
     b_box = [BLOCK_N, BLOCK_K] if b_t else [BLOCK_K, BLOCK_N]
