@@ -40,11 +40,12 @@ def load_kernel(req):
 def main():
     out = sys.stdout
     sys.stdout = sys.stderr  # anything Triton prints must not corrupt the reply stream
-    from kernels.lab.aot import compile_here, short_error
+    from kernels.lab.aot import SM90, compile_here, short_error
     for line in sys.stdin:
         req = json.loads(line)
         try:
-            ck = compile_here(load_kernel(req), [stand_in(a) for a in req["args"]], req["meta"])
+            ck = compile_here(load_kernel(req), [stand_in(a) for a in req["args"]], req["meta"],
+                              tuple(req.get("target", SM90)))
             reply = {"ptx": ck.asm["ptx"], "cubin": base64.b64encode(ck.asm["cubin"]).decode(),
                      "shared": ck.metadata.shared, "num_warps": ck.metadata.num_warps,
                      "num_stages": ck.metadata.num_stages}

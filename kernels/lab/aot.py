@@ -31,6 +31,8 @@ from . import isa, triton_internals
 from .mode import INTERPRET, MODE
 
 SM90 = ("cuda", 90, 32)
+SM100 = ("cuda", 100, 32)  # Blackwell (B200): compiled here, never run by the course (it has no such GPU)
+_ARCH = {SM90: "sm_90", SM100: "sm_100"}
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -71,21 +73,28 @@ def compile_here(fn, args, meta, target=SM90):
 def compile_sm90(kernel, *args, **meta) -> Compiled:
     """Compile ``kernel`` for sm_90 with these launch arguments (tensors, ints, constexprs,
     num_warps, num_stages) and return its code. Nothing is launched."""
-    name = kernel.fn.__name__
+    return compile_for(SM90, kernel, *args, **meta)
+
+
+def compile_for(target, kernel, *args, **meta) -> Compiled:
+    """``compile_sm90`` for ``target`` (``SM90`` or ``SM100``). On a Hopper GPU, sm_90 code is the launched kernel's;
+    any other target is compiled ahead of time, in this process where Triton is not interpreted, else in the
+    helper."""
+    name, arch = kernel.fn.__name__, _ARCH[target]
     if not INTERPRET:
         try:  # Triton's own error, however deep, becomes the one CompileError every mode raises
-            if MODE == "hopper":
+            if MODE == "hopper" and target == SM90:
                 return _from_kernel(kernel.warmup(*args, grid=(1,), **meta), name,
                                     f"the kernel this launch runs on {torch.cuda.get_device_name()}")
-            return _from_kernel(compile_here(kernel, args, meta), name, "compiled ahead of time for sm_90")
+            return _from_kernel(compile_here(kernel, args, meta, target), name, f"compiled ahead of time for {arch}")
         except triton_internals.TritonVersionError:
             raise
         except Exception as e:
-            raise CompileError(f"compiling {name} for sm_90 failed: {short_error(e)}") from None
-    reply = _worker().compile(_request(kernel, args, meta))
+            raise CompileError(f"compiling {name} for {arch} failed: {short_error(e)}") from None
+    reply = _worker().compile({**_request(kernel, args, meta), "target": list(target)})
     return Compiled(name=name, ptx=reply["ptx"], cubin=base64.b64decode(reply["cubin"]),
                     shared=reply["shared"], num_warps=reply["num_warps"],
-                    num_stages=reply["num_stages"], origin="compiled ahead of time for sm_90 (no GPU here)")
+                    num_stages=reply["num_stages"], origin=f"compiled ahead of time for {arch} (no GPU here)")
 
 
 # ---- describing a launch to the helper process -------------------------------------------------
@@ -152,7 +161,8 @@ class _Worker:
                     raise RuntimeError("the sm_90 compile helper process died; run the cell again")
                 reply = json.loads(line)
                 if "error" in reply:
-                    raise CompileError(f"compiling {req['name']} for sm_90 failed: {reply['error']}")
+                    arch = _ARCH.get(tuple(req.get("target", SM90)), "sm_90")
+                    raise CompileError(f"compiling {req['name']} for {arch} failed: {reply['error']}")
                 self.cache[key] = reply
             return self.cache[key]
 

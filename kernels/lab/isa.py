@@ -12,8 +12,11 @@ _BITS = {"b8": 8, "u8": 8, "s8": 8, "b16": 16, "u16": 16, "s16": 16, "f16": 16, 
          "b32": 32, "u32": 32, "s32": 32, "f32": 32, "b64": 64, "u64": 64, "s64": 64, "f64": 64}
 
 # the families a lesson talks about, in the order they are shown
-PTX_FAMILIES = ["ld.global", "st.global", "cp.async", "cp.async.bulk.tensor", "mbarrier", "wgmma", "mma.sync"]
-SASS_FAMILIES = ["LDG", "STG", "LDGSTS", "UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "QGMMA", "HMMA"]  # QGMMA: wgmma on FP8
+PTX_FAMILIES = ["ld.global", "st.global", "cp.async", "cp.async.bulk.tensor", "mbarrier", "wgmma", "mma.sync", "tcgen05"]
+# QGMMA: wgmma on FP8; UTCHMMA, UTCBAR, LDTM, STTM: Blackwell's tcgen05 MMA, its commit to an mbarrier, and the
+# loads and stores between tensor memory and registers (sm_100, compiled ahead of time only)
+SASS_FAMILIES = ["LDG", "STG", "LDGSTS", "UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "QGMMA", "HMMA", "UTCHMMA", "UTCBAR",
+                 "LDTM", "STTM"]
 
 
 def ptx_ops(ptx):
@@ -58,6 +61,9 @@ def count_ptx(ptx) -> Counter:
                 c["wgmma.mma_async"] += 1
         elif op.startswith("mma.sync"):
             c["mma.sync"] += 1
+        elif op.startswith("tcgen05"):  # Blackwell's MMA family: tcgen05.alloc, .mma, .commit, .ld, .wait, ...
+            c["tcgen05"] += 1
+            c["tcgen05 " + op.split(".")[1].split(":")[0]] += 1
         elif op.startswith(("ld.shared", "st.shared")):  # counted, shown only when asked for
             c[op[:9]] += 1
     return c
@@ -97,7 +103,7 @@ def table(compiled, families=None):
             if any(r[fam] for r in rows):
                 families.append(fam)
                 families += sorted({k for r in rows for k in r if k.startswith(fam + " ") and r[k]},
-                                   key=lambda k: int("".join(ch for ch in k.split()[-1] if ch.isdigit()) or 0))
+                                   key=lambda k: (int("".join(ch for ch in k.split()[-1] if ch.isdigit()) or 0), k))
     return layout([c.name for c in compiled], families, [[r[f] for r in rows] for f in families])
 
 

@@ -323,5 +323,50 @@ class PipelinedGemm(Widget):
 
 pipelined_gemm = PipelinedGemm()
 
+
+# ---- the same kernel on Blackwell, compiled ahead of time (nothing of it runs: the course has no sm_100 GPU) --------
+
+BLACKWELL_TILE = (128, 256, 64, 3)  # BLOCK_M, BLOCK_N, BLOCK_K, stages: section 5's persistent kernel
+BLACKWELL_FAMILIES = ["cp.async.bulk.tensor load", "cp.async.bulk.tensor store", "mbarrier", "wgmma.mma_async",
+                      "tcgen05 alloc", "tcgen05 mma", "tcgen05 commit", "tcgen05 ld", "tcgen05 st", "tcgen05 dealloc",
+                      "UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "UTCHMMA", "UTCBAR", "LDTM", "STTM"]
+
+
+def blackwell_pair(num_ctas=1):
+    """Section 5's persistent TMA GEMM compiled for sm_90 and for sm_100 (Blackwell): [Compiled, Compiled], named by
+    target. ``num_ctas=2`` asks Triton for clusters of two programs."""
+    import dataclasses
+
+    from ..lab import aot
+    out = []
+    for target, name in ((aot.SM90, "sm_90"), (aot.SM100, "sm_100")):
+        c = gemm.compile_sm90(gemm.matmul_tma_persistent_kernel, *BLACKWELL_TILE, target=target, TMA_STORE=True,
+                              num_ctas=num_ctas)
+        out.append(dataclasses.replace(c, name=name))
+    return out
+
+
+def mma_lines(compiled):
+    """The lines of sm_100 code that issue and complete the MMA: the ``elect.sync`` that picks one thread, the first
+    ``tcgen05.mma`` it predicates, the first ``tcgen05.commit`` (to an mbarrier) and ``tcgen05.ld`` (TMEM to
+    registers)."""
+    import re
+
+    from ..lab import isa
+    ops = list(isa.ptx_ops(compiled.ptx))
+    mma = next(text for op, text in ops if op.startswith("tcgen05.mma"))
+    pred = re.match(r"@!?(%p\d+)", mma)
+    elect = next((text for op, text in ops if op.startswith("elect.sync") and pred and pred.group(1) + "," in text),
+                 None)
+    first = lambda prefix: next(text for op, text in ops if op.startswith(prefix))  # noqa: E731
+    return [line for line in (elect, mma, first("tcgen05.commit"), first("tcgen05.ld")) if line]
+
+
+def two_cta(compiled):
+    """(the cluster size the PTX declares, whether any MMA runs on a pair of CTAs: ``cta_group::2``)."""
+    import re
+    size = re.search(r"\.reqnctapercluster\s+(\d+)", compiled.ptx)
+    return int(size.group(1)) if size else 1, "cta_group::2" in compiled.ptx
+
 RUNS = {"model": measure_model, "steps": measure_steps, "shapes": measure_shapes, "launch": measure_launch,
         "sweep": pipelined_gemm.sweep}

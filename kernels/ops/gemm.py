@@ -148,14 +148,14 @@ def launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages, num_warps=None, GROU
     return grid, args, meta
 
 
-def compile_sm90(kernel, BLOCK_M, BLOCK_N, BLOCK_K, stages, shape=(8192, 8192, 8192), **meta):
-    """The sm_90 code of ``kernel`` (any kernel taking ``matmul_kernel``'s arguments) for an M x N x K
-    fp16 GEMM at this tile and stage count, as a launch would compile it. Compiling reads only
-    shapes and alignment, so the operands are left uninitialised."""
+def compile_sm90(kernel, BLOCK_M, BLOCK_N, BLOCK_K, stages, shape=(8192, 8192, 8192), target=aot.SM90, **meta):
+    """The sm_90 code (or ``target``'s, e.g. ``aot.SM100``) of ``kernel`` (any kernel taking ``matmul_kernel``'s
+    arguments) for an M x N x K fp16 GEMM at this tile and stage count, as a launch would compile it. Compiling
+    reads only shapes and alignment, so the operands are left uninitialised."""
     M, N, K = shape
     a, b, c = (torch.empty(*s, device=DEVICE, dtype=torch.float16) for s in ((M, K), (K, N), (M, N)))
     _, args, launch = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, stages)
-    return aot.compile_sm90(kernel, *args, **meta, **launch)
+    return aot.compile_for(target, kernel, *args, **meta, **launch)
 
 
 def _inputs(launcher, a, b, out):
