@@ -382,6 +382,31 @@ def print_auto(records):
               f"{v['vendor'] / v['best']:9.3f}x   {c['kernel']} {tile}")
 
 
+def _tile(c):
+    kind = {"gemm_split_tail": "split last wave", "gemm_splitk": "split-K", "gemm_fp8_splitk": "split-K"}.get(
+        c["kernel"], "one tile/program" if c.get("persistent") is False else "persistent")
+    return f"{c['BLOCK_M']}x{c['BLOCK_N']}x{c['BLOCK_K']} s{c['stages']} {kind}"
+
+
+def print_misses(records, within=0.95):
+    """Each point where the plain call ran slower than ``within`` x the best known configuration: what the rule
+    ranked first (its prediction, its time through a plan, the plain call's time) and the fastest of the six."""
+    by = {}
+    for r in records:
+        by.setdefault((tuple(r["shape"]), r["dtype"]), []).append(r)
+    for (shape, dtype), rs in by.items():
+        plain = next(r for r in rs if r["name"] == "gemm_auto")
+        ranked = [r for r in rs if r["name"] == "gemm_ranked"]
+        best = min(ranked, key=lambda r: r["ms"])
+        if best["ms"] / plain["ms"] >= within:
+            continue
+        first = ranked[0]
+        print(f"{'x'.join(map(str, shape))} {short(dtype)}: ranked first {_tile(first['config'])}, predicted "
+              f"{first['config']['predicted_ms'] * 1e3:.1f} us, {first['ms'] * 1e3:.1f} us through a plan, "
+              f"{plain['ms'] * 1e3:.1f} us called plainly\n    fastest of the six: {_tile(best['config'])}, "
+              f"{best['ms'] * 1e3:.1f} us (ranked {ranked.index(best) + 1})")
+
+
 def short(dtype):
     return {"float16": "fp16", "bfloat16": "bf16", FP8: "e4m3"}.get(dtype, dtype)
 
