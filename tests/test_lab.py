@@ -304,3 +304,27 @@ def test_a_run_recorded_after_the_file_is_labelled_with_its_own_date():
     store = Store("nvidia-h200", {"device": "NVIDIA H200", "date": "2026-12-01", "records": [{"lesson": "07"}]})
     assert store.label_of([{"date": "2026-12-02"}, {"date": "2026-12-02"}]) == "recorded on NVIDIA H200, 2026-12-02"
     assert store.label_of([{"date": "2026-12-02"}, {}]) == store.label == "recorded on NVIDIA H200, 2026-12-01"
+
+
+def test_a_screen_keeps_the_entries_that_run_right_and_says_why_it_left_one_out(capsys):
+    import functools
+
+    import pytest
+    import torch
+
+    from kernels.lab import measure
+    from kernels.lab.errors import CourseError
+    from kernels.lab.mode import DEVICE
+    from kernels.ops import gemm_splitk
+    a = torch.randn(16, 64, dtype=torch.float16, device=DEVICE)
+    b = torch.randn(64, 64, dtype=torch.float16, device=DEVICE)
+    c = torch.empty(16, 64, dtype=torch.float16, device=DEVICE)
+    good = dict(BLOCK_M=16, BLOCK_N=64, BLOCK_K=32, stages=2)
+    small = dict(BLOCK_M=8, BLOCK_N=64, BLOCK_K=32, stages=2)  # refused: under the MMA's 16 rows
+    entries = [("gemm_splitk", cfg, functools.partial(gemm_splitk.plan, a, b, c, **cfg)) for cfg in (small, good)]
+    fns, cfgs = measure.screened(entries, c, a @ b, 1e-2, CourseError, " at 16x64x64")
+    assert list(fns) == [1] and cfgs == {1: ("gemm_splitk", good)}
+    assert "left out at 16x64x64: gemm_splitk BLOCK_M=8" in capsys.readouterr().out
+    wrong = [("wrong", {}, lambda: lambda: c.fill_(1.0))]  # writes, but not the product: the check stops the screen
+    with pytest.raises(AssertionError):
+        measure.screened(wrong, c, a @ b, 1e-2, CourseError)

@@ -215,6 +215,22 @@ def timed(variants, out, ref, tol=0.0, checked=None, watch=None, **work):
                        "state": sampler.summary()}]
 
 
+def screened(entries, out, ref, tol, refused, where=""):
+    """The entries of a screen that can run: ``({i: launch}, {i: (name, config)})`` for each ``(name, config,
+    prepare)`` whose ``prepare()`` (a prepared launch, e.g. a plan) writes ``out`` within ``tol`` of ``ref``
+    (``bench.check_writes``); one that raises one of ``refused`` is left out with a line saying why, ``where``."""
+    fns, cfgs = {}, {}
+    for i, (name, config, prepare) in enumerate(entries):
+        try:
+            fn = prepare()
+            bench.check_writes(name, fn, out, ref, tol)
+        except refused as e:
+            print(f"left out{where}: {describe(name, config)}: {e}")
+            continue
+        fns[i], cfgs[i] = fn, (name, config)
+    return fns, cfgs
+
+
 def describe(name, config):
     """A record's kernel and configuration in one line: ``copy_tma_loop stages=4 descriptor=host``."""
     return " ".join([name] + [f"{k}={v}" for k, v in config.items()])

@@ -7,6 +7,7 @@ Runs (each lesson's ``RUNS`` names them, so ``python -m kernels.tools.record 07:
   join the candidates ``gemm_auto`` predicts from.
 - ``auto``: at shapes none of the course's runs timed, ``gemm_auto.matmul`` as a learner calls it, and the six
   configurations it ranks best (each through a plan), timed in turn with the vendor's GEMM three times."""
+import functools
 import math
 import multiprocessing
 
@@ -152,15 +153,13 @@ def measure_small_m(dtypes):
             fns["gemm_lesson04"] = lambda: gemm.matmul_tma_persistent(a, b, out=c, **LESSON04)
             cfgs["gemm_lesson04"] = ("gemm_lesson04", LESSON04)
             bench.check_writes("gemm_lesson04", fns["gemm_lesson04"], c, ref, 2e-2)
-        for i, cfg in enumerate(small_m_space(shape[0], dtype == FP8)):
-            name = _splitk_name(dtype)
-            try:
-                fn = gemm_auto._run(gemm_auto.Choice(name, cfg, "screen"), a, b, c, scales, start=gemm_auto.Plan)
-                bench.check_writes(name, fn, c, ref, 2e-2)
-            except REFUSALS as e:
-                print(f"left out at {shape} {dtype}: {measure.describe(name, cfg)}: {e}")
-                continue
-            fns[i], cfgs[i] = fn, (name, cfg)
+        name = _splitk_name(dtype)
+        screen = measure.screened([(name, cfg, functools.partial(gemm_auto._run, gemm_auto.Choice(name, cfg, "screen"),
+                                                                 a, b, c, scales, start=gemm_auto.Plan))
+                                   for cfg in small_m_space(shape[0], dtype == FP8)], c, ref, 2e-2, REFUSALS,
+                                  f" at {shape} {dtype}")
+        fns.update(screen[0])
+        cfgs.update(screen[1])
         ms = bench.interleaved_ms(fns, rounds=1, warmup=10, rep=30)
         flops = bench.gemm_flops(*shape)
         for k, t in ms.items():

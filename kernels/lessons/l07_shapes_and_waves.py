@@ -113,14 +113,10 @@ def _searched():
             a, b, c = operands(shape, dtype)
             ref = torch.matmul(a, b)
             fns, cfgs = {"cublas_gemm": lambda: torch.matmul(a, b, out=c)}, {"cublas_gemm": ("cublas_gemm", {})}
-            for i, (name, cfg) in enumerate(space()):
-                try:
-                    fn = planned(name, cfg, a, b, c)
-                    bench.check_writes(name, fn, c, ref, 1e-2)
-                except REFUSALS as e:
-                    print(f"left out at {shape} {dtype}: {measure.describe(name, cfg)}: {e}")
-                    continue
-                fns[i], cfgs[i] = fn, (name, cfg)
+            screen = measure.screened([(name, cfg, functools.partial(planned, name, cfg, a, b, c)) for name, cfg in space()],
+                                      c, ref, 1e-2, REFUSALS, f" at {shape} {dtype}")
+            fns.update(screen[0])
+            cfgs.update(screen[1])
             ms = bench.interleaved_ms(fns, rounds=1, warmup=10, rep=30)
             flops = bench.gemm_flops(*shape)
             records += [recorded_results.record(cfgs[k][0], t, shape=shape, dtype=dtype, config=cfgs[k][1], flops=flops,

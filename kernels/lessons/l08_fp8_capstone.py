@@ -65,14 +65,10 @@ def _searched():
         ref = gemm_fp8.reference(a, bt, sa, sb)
         fns = {"scaled_mm": lambda: gemm_fp8.scaled_mm(a, bt, sa, sb, out=c)}
         cfgs = {"scaled_mm": ("scaled_mm", {"fast_accum": True})}
-        for i, cfg in enumerate(space()):
-            try:
-                fn = gemm_fp8.plan(a, bt, sa, sb, c, **cfg)  # prepared once: each call launches only
-                bench.check_writes("gemm_fp8", fn, c, ref, 2e-2)
-            except REFUSALS as e:
-                print(f"left out at {shape}: {measure.describe('gemm_fp8', cfg)}: {e}")
-                continue
-            fns[i], cfgs[i] = fn, ("gemm_fp8", cfg)
+        screen = measure.screened([("gemm_fp8", cfg, functools.partial(gemm_fp8.plan, a, bt, sa, sb, c, **cfg))
+                                   for cfg in space()], c, ref, 2e-2, REFUSALS, f" at {shape}")  # plans: launch only
+        fns.update(screen[0])
+        cfgs.update(screen[1])
         ms = bench.interleaved_ms(fns, rounds=1, warmup=10, rep=30)
         records += [recorded_results.record(cfgs[k][0], t, shape=shape, dtype="float8_e4m3fn", config=cfgs[k][1],
                                             flops=bench.gemm_flops(*shape),
