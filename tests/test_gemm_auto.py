@@ -286,7 +286,7 @@ def test_the_fast_path_launches_each_call_on_its_own_operands(monkeypatch):
     monkeypatch.setattr(gemm_auto, "_launch", lambda choice, launch, a, c, start=None: fake)
     monkeypatch.setattr(gemm_auto, "_FAST", {})
     monkeypatch.setattr(torch.cuda, "current_stream", lambda device=None: types.SimpleNamespace(cuda_stream=0))
-    new = lambda: torch.randn(64, 64, dtype=torch.float16)  # noqa: E731
+    new = lambda: torch.randn(64, 64, dtype=torch.float16, device=DEVICE)  # noqa: E731
     x = new()
     gemm_auto.matmul(x, x)  # full path: the kernel is kept, with x in both places
     assert not fake.calls
@@ -299,8 +299,8 @@ def test_the_fast_path_launches_each_call_on_its_own_operands(monkeypatch):
     p, q = new(), new()
     c = gemm_auto.matmul(p, q)
     assert [m is t for m, t in zip(_maps(fake.calls[-1]), (p, q, c))] == [True] * 3
-    a, s = gemm_fp8.quantize(torch.randn(32, 128))
-    bt, _ = gemm_fp8.quantize(torch.randn(64, 128))
+    a, s = gemm_fp8.quantize(torch.randn(32, 128, device=DEVICE))
+    bt, _ = gemm_fp8.quantize(torch.randn(64, 128, device=DEVICE))
     gemm_auto.matmul_fp8(a, bt, s, s)  # one scale for both
     s2, t2 = s.clone(), s.clone() * 2
     gemm_auto.matmul_fp8(a, bt, s2, t2)  # two scales: another key
