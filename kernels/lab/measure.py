@@ -5,6 +5,7 @@ its baseline at one configuration (``versus``) - and gets the figures with a lab
 they come from: measured now, where this machine can run the kernels, or read from the recorded
 results of ``results.REFERENCE_DEVICE`` (device and date) where it cannot. No lesson asks which."""
 import contextlib
+import shutil
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -29,10 +30,13 @@ def gpu_lost():
 
 
 def can_run(needs="gpu"):
-    """Whether figures of kernels that need ``"gpu"`` (any CUDA GPU) or ``"hopper"`` (sm_90a code) are
-    measured here now: they run here and the room has not asked for recorded figures (COURSE_RECORDED)."""
+    """Whether figures of kernels that need ``"gpu"`` (any CUDA GPU), ``"hopper"`` (sm_90a code) or ``"ncu"`` (a
+    Hopper GPU and Nsight Compute on the PATH) are measured here now: they run here and the room has not asked for
+    recorded figures (COURSE_RECORDED)."""
     if recorded_only() or gpu_lost():  # a kernel that trapped left nothing to time with
         return False
+    if needs == "ncu":
+        return MODE == "hopper" and shutil.which("ncu") is not None
     return MODE == "hopper" if needs == "hopper" else LIVE
 
 

@@ -5,8 +5,9 @@ and the course's best GEMM against cuBLAS over six shapes."""
 import math
 
 import torch
+from matplotlib.patches import Patch
 
-from ..lab import bench, measure, plots, results as recorded_results, smem
+from ..lab import bench, clocks, kernel_trace, measure, plots, results as recorded_results, smem
 from ..lab.widgets import REFUSALS, Widget
 from ..ops import gemm
 
@@ -228,6 +229,84 @@ def plot_timeline(C, M, stages, ax=None, title=None):
         plots.show(fig)
 
 
+# ---- the timeline, measured: Proton inside the kernel -----------------------------------------------
+
+def measure_trace():
+    """The GEMM of the model (the probe with loads and math on, lesson 04's tile, 8192^3 fp16) at each stage count:
+    checked, timed plainly (``do_bench`` median, the SM clock sampled meanwhile), then launched once with its waits
+    marked (``kernel_trace``) and checked again. Each record: the plain time, and under ``trace`` the trace's
+    medians per step (cycles), the share of time in each wait, the clock, and a few steps to draw."""
+    a, b, c = bench.gemm_operands(*SHAPE)
+    ref = torch.matmul(a, b)
+    records = []
+    for s in STAGES:
+        kernel, grid, args, kwargs = gemm.probe_launch(a, b, c, s, **TILE)
+        fn = lambda: kernel[grid](*args, **kwargs)
+        bench.check_writes(f"the {s}-stage GEMM", fn, c, ref, 1e-2)
+        with clocks.Sampler() as sampler:
+            ms = bench.median_ms(fn)
+        c.fill_(float("nan"))
+        events = kernel_trace.trace(kernel, grid, args, kwargs)
+        assert bench.rel_err(c, ref) < 1e-2, f"the instrumented {s}-stage GEMM computed a wrong result"
+        r = recorded_results.record("gemm_tma_probe_traced", ms, shape=SHAPE, flops=bench.gemm_flops(*SHAPE),
+                                    config={**TILE, "stages": s})
+        r["trace"] = {**kernel_trace.summary(events), "sm_mhz": sampler.summary().get("sm_mhz_median"),
+                      "window": kernel_trace.window(events)}
+        records.append(r)
+    return records
+
+
+def trace_rows(records, t):
+    """Per stage count: the plain GEMM's time, the model's and the trace's step against one stage's, and the
+    trace's medians per step (cycles): the step, and the warp's time waiting for tiles, issuing its wgmma and
+    waiting for a wgmma."""
+    rows, one = [], {}
+    for r in sorted(records, key=lambda r: r["config"]["stages"]):
+        s, tr = r["config"]["stages"], r["trace"]
+        one = one or tr
+        rows.append({"stages": s, "ms": r["ms"], "model": predict(t, s) / predict(t, 1),
+                     "traced": tr["cycles_per_step"] / one["cycles_per_step"], **tr})
+    return rows
+
+
+def print_trace(records, t):
+    print("stages | GEMM ms | a step against one stage's: model, traced | cycles per step (median): step, "
+          "waiting for tiles, issuing wgmma, waiting for wgmma")
+    for r in trace_rows(records, t):
+        print(f"{r['stages']:6d} | {r['ms']:7.3f} | {r['model']:31.2f}  {r['traced']:6.2f} | {r['cycles_per_step']:30.0f}"
+              f"  {r['tma_wait']:17.0f}  {r['mma_issue']:13.0f}  {r['mma_wait']:16.0f}")
+
+
+def plot_trace(records, t, steps=4):
+    """Per stage count, the model's timeline (left, per SM, from the probes) beside a few steps Proton recorded on
+    one CTA's two warp groups (right, cycles): where each waits for tiles (TMA) or for its wgmma."""
+    fig, axes = plots.subplots((11, 7), nrows=len(records), ncols=2)
+    colours = {"tma_wait": "C3", "mma_issue": "C2", "mma_wait": "C0"}
+    for row, r in zip(axes, sorted(records, key=lambda r: r["config"]["stages"])):
+        s = r["config"]["stages"]
+        sms = measure.sm_count()
+        plot_timeline(per_step_us(t["math_only"][1], sms), per_step_us(t["loads_only"][s], sms), s, ax=row[0],
+                      title=f"model, {s} stage{'s' * (s > 1)}")
+        window = r["trace"]["window"]
+        end = 0
+        for y, (warp, events) in enumerate(sorted(window.items())):
+            starts = [e[1] for e in events if e[0] == kernel_trace.STEP]
+            stop = starts[steps] if len(starts) > steps else events[-1][1] + events[-1][2]
+            end = max(end, stop)
+            row[1].broken_barh([(starts[0], stop - starts[0])], (y + 0.1, 0.8), color="0.85")
+            for name, start, dur in events:
+                if start < stop:
+                    row[1].broken_barh([(start, max(dur, 8))], (y + 0.1, 0.8), color=colours[name])
+        row[1].set(yticks=[0.5, 1.5], yticklabels=[f"warp {w}" for w in sorted(window)], xlim=(0, end),
+                   title=f"traced, {s} stage{'s' * (s > 1)}: {r['trace']['cycles_per_step']:.0f} cycles a step")
+    axes[-1][1].set_xlabel("SM cycles")
+    handles = [Patch(color=c) for c in (*colours.values(), "0.85")]
+    fig.legend(handles, ["waiting for tiles", "issuing wgmma", "waiting for a wgmma", "the rest"], ncol=4,
+               loc="lower right", fontsize=8, frameon=False)
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    plots.show(fig)
+
+
 # ---- the ring ------------------------------------------------------------------------------------
 
 def ring(C, M, stages=3, steps=7):
@@ -368,5 +447,5 @@ def two_cta(compiled):
     size = re.search(r"\.reqnctapercluster\s+(\d+)", compiled.ptx)
     return int(size.group(1)) if size else 1, "cta_group::2" in compiled.ptx
 
-RUNS = {"model": measure_model, "steps": measure_steps, "shapes": measure_shapes, "launch": measure_launch,
-        "sweep": pipelined_gemm.sweep}
+RUNS = {"model": measure_model, "trace": measure_trace, "steps": measure_steps, "shapes": measure_shapes,
+        "launch": measure_launch, "sweep": pipelined_gemm.sweep}

@@ -226,14 +226,21 @@ def _persistent_launch(a, b, c, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, stages=3, 
         dict(TMA_STORE=tma_store, **meta)
 
 
+def probe_launch(a, b, c, stages, loads=True, math=True, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64):
+    """(kernel, grid, args, kwargs) of one launch of lesson 04's probe, operands checked (what lesson 04's trace
+    instruments and launches)."""
+    _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
+    _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, 1)
+    return matmul_tma_probe_kernel, _persistent_grid(a, b, BLOCK_M, BLOCK_N), args, \
+        dict(stages=stages, LOADS=loads, MATH=math, **meta)
+
+
 def matmul_tma_probe(a, b, stages, loads=True, math=True, BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, out=None):
     """Lesson 04's probe (see the kernel), one program per SM; only loads=math=True computes A @ B."""
     c = _inputs("matmul_tma_probe", a, b, out)
-    _tma_operands(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K)
-    _, args, meta = launch_args(a, b, c, BLOCK_M, BLOCK_N, BLOCK_K, 1)
+    kernel, grid, args, kwargs = probe_launch(a, b, c, stages, loads, math, BLOCK_M, BLOCK_N, BLOCK_K)
     try:
-        matmul_tma_probe_kernel[_persistent_grid(a, b, BLOCK_M, BLOCK_N)](*args, stages=stages, LOADS=loads, MATH=math,
-                                                                          **meta)
+        kernel[grid](*args, **kwargs)
     except OutOfResources as e:
         raise _overflow(e, a, BLOCK_M, BLOCK_N, BLOCK_K, stages, c_tile=True) from None
     return c

@@ -403,7 +403,7 @@ def _bank_answer():
 
 # ---- a profiler's view: Nsight Compute on a memory-bound and a compute-bound course kernel -------------
 
-NCU_ROWS = [  # (what, short name in a record's "ncu" (kernels.tools.profile.METRICS), format of the value)
+NCU_ROWS = [  # (what, short name in a record's "ncu" (kernels.lab.ncu.METRICS), format of the value)
     ("SM clock during the launch", "sm_hz", lambda v: f"{v / 1e9:.2f} GHz"),
     ("DRAM throughput, % of peak", "dram_pct", lambda v: f"{v:.1f}%"),
     ("L2 throughput, % of peak", "l2_pct", lambda v: f"{v:.1f}%"),
@@ -491,6 +491,88 @@ def _ncu_answer():
             "it to base).")
 
 
+def _read_records():
+    """Lesson 06's four column reads, each one launch profiled by ``kernels.tools.profile`` (name -> record)."""
+    found = {r["name"]: r for r in results.recorded().select("06", "ncu") if r["name"].startswith("read")}
+    if len(found) != 4:
+        raise LookupError("no ncu records of lesson 06's reads: run `python -m kernels.tools.profile` on the H200")
+    return found
+
+
+def _reads_prompt():
+    recs = _read_records()
+    rows = "\n".join(f"| {k} | {r['ms'] * 1e3:.0f} us | {r['ncu']['sld_insts']:,.0f} | {r['ncu']['sld_wavefronts']:,.0f} "
+                     f"| {r['ncu']['sld_conflicts']:,.0f} |" for k, r in zip("ABCD", recs.values()))
+    return ("Four kernels load a 32 x 64 fp16 tile (rows of 128 bytes) into shared memory and read it back column by "
+            "column, each thread from its own row, 4 or 16 bytes per read. Nsight Compute, one launch each "
+            f"({results.recorded().device}, {next(iter(recs.values()))['date']}):\n\n"
+            "| kernel | duration | shared-load instructions | wavefronts | bank-conflict wavefronts |\n"
+            f"|---|---|---|---|---|\n{rows}\n\n"
+            "Which kernels read 4 bytes per thread and which 16? Which tile is swizzled? Explain each kernel's "
+            "wavefronts per instruction from the bank rule.")
+
+
+def _reads_answer():
+    recs = _read_records()
+    per = {n: (r["ncu"]["sld_wavefronts"] / r["ncu"]["sld_insts"], r["ncu"]["sld_conflicts"] / r["ncu"]["sld_insts"])
+           for n, r in recs.items()}
+    lines = "; ".join(f"{k} is `{n}`: {w:.0f} wavefronts per instruction, {c:.0f} of them from conflicts "
+                      f"(derived: {recs[n]['config']['passes']} passes, {recs[n]['config']['ideal']} needed)"
+                      for k, (n, (w, c)) in zip("ABCD", per.items()))
+    plain, swz = recs["read4_plain"]["ms"], recs["read4_swizzled"]["ms"]
+    return (f"{lines}. A warp's shared-memory request is served in passes (wavefronts) of at most 128 bytes, one "
+            "word per bank per pass. Unswizzled, a column of 128-byte rows sits in one bank (4-byte reads) or one "
+            "group of four banks (16-byte reads): every thread's word needs a pass of its own, 32. TMA's 128-byte "
+            "swizzle puts chunk c of row r at chunk c XOR (r mod 8), spreading eight rows over the eight bank "
+            "groups: 4 passes. A 16-byte read needs 4 passes even without a conflict (a quarter-warp per pass), "
+            "so swizzled it has none left; a 4-byte read keeps a 4-way conflict (32 rows on 8 groups). Time "
+            f"follows the passes: {plain * 1e3:.0f} against {swz * 1e3:.0f} us for the 4-byte reads "
+            f"({plain / swz:.1f}x). Tell the widths apart by the conflicts: at 32 passes the 4-byte read has 31 "
+            "extra, the 16-byte one 28 (lesson 06, section 4: the same counters beside the derivation).")
+
+
+def _trace_rows():
+    store = results.recorded()
+    recs = store.select("04", "trace")
+    if len(recs) != len(l04.STAGES):
+        raise LookupError("no Proton trace of lesson 04: run `python -m kernels.tools.record 04:trace` on the H200")
+    return store, recs[0].get("date", store.data.get("date")), l04.trace_rows(recs, l04.probe_times(
+        store.select("04", "model")))
+
+
+def _trace_prompt():
+    store, date, rows = _trace_rows()
+    table = "\n".join(f"| {r['stages']} | {r['ms']:.3f} ms | {r['cycles_per_step']:,.0f} | {r['tma_wait']:,.0f} | "
+                      f"{r['mma_issue']:,.0f} | {r['mma_wait']:,.0f} |" for r in rows)
+    return ("A persistent TMA GEMM (8192^3 fp16, 128 x 256 x 64 tiles, one 8-warp CTA per SM) at 1-4 pipeline "
+            "stages. Its compiled loop was marked where a warp waits for a stage's TMA bytes, issues its `wgmma` "
+            "and waits for a `wgmma`, and traced with Proton (medians per K step, SM cycles; "
+            f"{store.device}, {date}):\n\n"
+            "| stages | time (do_bench) | cycles a step | waiting for tiles | issuing wgmma | waiting for wgmma |\n"
+            f"|---|---|---|---|---|---|\n{table}\n\n"
+            "What bounds the loop at each stage count? Why is the wait for a `wgmma` short at three stages although "
+            "the math sets the pace there? Why do the cycle ratios and the time ratios disagree?")
+
+
+def _trace_answer():
+    store, _, rows = _trace_rows()
+    one, two, three = rows[0], rows[1], rows[2]
+    clock = {r["config"]["stages"]: r["ncu"]["sm_hz"] / 1e9 for r in store.select("04", "ncu", "gemm_tma_probe")}
+    math_cycles = one["mma_issue"] + one["mma_wait"]
+    return (f"One stage is serial: {one['tma_wait']:,.0f} of {one['cycles_per_step']:,.0f} cycles waiting for "
+            f"tiles (two waits: unpipelined, A's load is waited for before B's is issued), then the math, issued "
+            f"and waited for, {math_cycles:,.0f}: N(C + M). Two stages are still load-bound: {two['tma_wait']:,.0f} of "
+            f"{two['cycles_per_step']:,.0f} cycles waiting for tiles. From three, a step is {three['cycles_per_step']:,.0f} "
+            f"cycles, about one step's math ({math_cycles:,.0f}): compute-bound, and a fourth stage changes nothing. "
+            "The wait for a wgmma is short because the compiled loop waits for the previous one (`pendings = 1`): "
+            "the tensor cores run one step's multiply while the warp waits for the next step's tiles and issues the "
+            f"next multiply; the warp is not what the loop waits for. Ratios: {three['traced']:.2f} of one stage's "
+            f"step in cycles, {three['ms'] / one['ms']:.2f} in do_bench time: the card's SM clock was lower under "
+            f"the busier GEMM (ncu read {clock[1]:.2f} GHz at one stage, {clock[3]:.2f} at three), and do_bench's "
+            "median of many "
+            "launches ran slower than one launch under ncu (lesson 04, sections 3 and 8).")
+
+
 def whiteboard_items():
     return [
         Item("wb-smem", "pipelining", 2, "whiteboard", _smem_prompt(), _smem_answer, "the course's `kernels/lab/smem.py`"),
@@ -510,6 +592,10 @@ def whiteboard_items():
              "`do_bench` not show it?", _profiling_answer, "lesson 04's recorded launch run"),
         Item("wb-ncu", "profiling", 3, "whiteboard", _ncu_prompt, _ncu_answer,
              "Nsight Compute on lessons 03 and 04's kernels (`kernels/tools/profile.py`)"),
+        Item("wb-ncu-banks", "banks", 3, "whiteboard", _reads_prompt, _reads_answer,
+             "Nsight Compute on lesson 06's column reads (`kernels/lessons/profiled.py`)"),
+        Item("wb-trace", "profiling", 3, "whiteboard", _trace_prompt, _trace_answer,
+             "Proton's trace of lesson 04's GEMM (`kernels/lab/kernel_trace.py`)"),
     ]
 
 

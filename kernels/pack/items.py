@@ -54,6 +54,10 @@ TOPIC_OVERRIDES = {
     ("01", "A wider tile is always better"): "occupancy",
     ("04", "ties cuBLAS at 8192^3"): "profiling",
     ("04", "A slow small GEMM"): "profiling",
+    ("04", "Low occupancy makes a kernel slow"): "profiling",
+    ("04", "A profiler shows the kernel as it runs"): "profiling",
+    ("04", "Nsight Compute reports your GEMM"): "profiling",
+    ("04", "How would you see where, inside"): "profiling",
     ("05", "the kernel launches with 384"): "occupancy",
     ("05", "Why not a 256 x 256 tile"): "occupancy",
     ("05", "swizzled into shared memory"): "banks",
@@ -103,6 +107,8 @@ QUESTION_LEVELS = {
     "04-q7": (2, 'Why store the output through'),
     "04-q8": (3, 'Where do stages stop paying,'),
     "04-q9": (3, 'Your TMA GEMM ties cuBLAS'),
+    "04-q10": (3, 'Nsight Compute reports your GEMM'),
+    "04-q11": (2, 'How would you see where,'),
     "05-q1": (2, 'What does `T.Pipelined(num_stages=3)` become on'),
     "05-q2": (3, 'The program says 256 threads;'),
     "05-q3": (2, 'Why is B loaded as'),
@@ -191,6 +197,8 @@ TRUE_FORMS = {
                                                 "for warp specialisation.",
     ("04", "A slow small GEMM has a slow kernel"): "At a small GEMM shape the host's work per launch can outlast the "
                                                    "kernel.",
+    ("04", "A profiler shows the kernel as it runs"): "Unless told otherwise, Nsight Compute locks the SM clock to "
+                                                      "its base while it profiles a kernel.",
     ("05", "`T.copy` means TMA"): "T.copy says only 'move this tile': the compiler picks plain loads, cp.async or "
                                   "TMA.",
     ("05", "Warp specialisation has to be written"): "TileLang can build a producer warpgroup from a T.Pipelined "

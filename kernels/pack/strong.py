@@ -402,6 +402,29 @@ STRONG = {
         "A CUDA graph shows GPU-only time; cures: graphs, less host work or more work per launch",
         "`do_bench` hides host time up to its L2 clear: pointer GEMM stays inside, device-map kernel can leave",
     ),
+    "04-m10": (
+        "False: read throughput against peak first; occupancy last",
+        "This GEMM keeps 12.5% of warp slots busy with its tensor pipe 93% busy",
+    ),
+    "04-m11": (
+        "True: `--clock-control base` is ncu's default; the course passes `none`",
+        "ncu replays one launch: its duration is one cold launch, not a median",
+        "Proton's marks are instructions in the loop, and it counts cycles, not time",
+    ),
+    "04-q10": (
+        "Not from those figures: read the tensor pipe's share of cycles first",
+        "This GEMM's tensor pipe was busy 93%, as cuBLAS's, with DRAM at a quarter of peak: compute-bound",
+        "One 8-warp block per SM is the design (160 registers, shared memory in stages)",
+        "One `wgmma` keeps the tensor cores busy many cycles, so few instructions issue",
+        "Occupancy matters when nothing is near its peak and warps wait on latency",
+    ),
+    "04-q11": (
+        "Mark the loop's waits and read a clock there: Proton's intra-kernel trace",
+        "Mark the compiled code (TTGIR after the pipeliner), not the source",
+        "One or two stages: the warps wait for tiles most of a step",
+        "Three or four: a step is one step's math, no long wait: the tensor cores set the pace",
+        "Cycles, not time, and the marks are in the loop",
+    ),
     "05-m1": (
         "True: `T.copy` only says 'move this tile'; the compiler chooses the instruction",
         "Choices are plain loads, `cp.async` or TMA: `T.copy` does not mean TMA",
@@ -927,5 +950,19 @@ STRONG = {
         "low warps active and issue rate mislead for a GEMM: one 8-warp block per SM by design",
         "next for the copy: more bytes in flight per SM (a multi-stage TMA loop), against a copy's ceiling",
         "one launch under ncu is not do_bench's loop: compare kernel and baseline in one method",
+    ),
+    "wb-ncu-banks": (
+        "wavefronts per shared-load instruction are the passes: 32 unswizzled, 4 swizzled",
+        "unswizzled, a column of 128-byte rows sits in one bank (4 B) or one bank group (16 B)",
+        "TMA's 128-byte swizzle (chunk c XOR row mod 8) spreads eight rows over the eight groups",
+        "a 16-byte read needs 4 passes anyway: swizzled it has no conflict; 4-byte keeps 4-way",
+        "the time follows the passes, about 8x",
+    ),
+    "wb-trace": (
+        "one stage: serial, loads then math; two waits a step (A, then B)",
+        "two stages: load-bound, most of a step waiting for tiles",
+        "three and four: a step is one step's math: compute-bound, a fourth stage adds nothing",
+        "the wgmma wait is short: the loop waits for the previous wgmma (pendings = 1)",
+        "cycles are not time: lower clock under the busier GEMM; one ncu launch is not do_bench's median",
     ),
 }

@@ -4,7 +4,7 @@
 
 What an instructor sizing a room needs to know, measured in one run, on the GPU the room uses:
   1. the instructor's live figures alone: lesson 03's TMA copy, lesson 04's persistent GEMM and cuBLAS (the
-     targets of ``kernels.tools.profile``), ``do_bench`` medians, timed over and over in a process of their own
+     lessons' ncu targets, ``kernels.lessons.profiled``), ``do_bench`` medians, timed over and over in a process of their own
      on the room's GPU all through the run, as the projector's JupyterLab would be;
   2. the dry run: one participant runs the session's notebooks alone, top to bottom (each in a new kernel, as a
      participant opens it); the Triton cache it leaves becomes the room's seed, as the guide's morning-of says;
@@ -113,17 +113,10 @@ async def execute(ws_url, auth, code, timeout=90):
 def live(until, out):
     """Time the profile targets in turn (do_bench medians) until the file ``until`` exists; one JSON line each
     to ``out``: the wall-clock time, the target, the milliseconds."""
-    import torch
-
     from ..lab import bench
-    from . import profile
-    launches = {}
-    for t in profile.TARGETS:
-        fn, ref = profile.launch(t)
-        got = fn()
-        if ref is not None and not torch.allclose(got.float(), ref.float(), rtol=1e-2, atol=1e-1):
-            sys.exit(f"{t.name}: output differs from torch's; nothing timed")
-        launches[t.name] = fn
+    from ..lessons import profiled
+    chosen = profiled.targets("03") + profiled.targets("04")
+    launches = {t.name: fn for t, fn in profiled.checked_launches(chosen).items()}
     with open(out, "a") as sink:
         while not Path(until).exists():
             for name, fn in launches.items():

@@ -1,0 +1,141 @@
+"""Proton inside lesson 04's GEMM (kernels/lab/kernel_trace.py): the TTGIR marked where the loop waits, the trace
+read back into steps, and on a Hopper GPU one traced launch that still computes A @ B."""
+import json
+from pathlib import Path
+
+import pytest
+
+import kernels
+from kernels.lab import kernel_trace as kt
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.mark.parametrize("stages", [1, 3])
+def test_each_wait_and_each_wgmma_of_the_loop_is_marked(stages):
+    """Lesson 04's probe as Triton 3.6 compiled it on the H200: unpipelined, the loop waits for A's tile, then for
+    B's, then for its own wgmma; pipelined, it waits once for a stage and for the previous wgmma."""
+    ttgir = (DATA / f"probe_s{stages}.ttgir").read_text()
+    marked, counts = kt.instrument(ttgir)
+    assert counts == {"tma_wait": ttgir.count("ttng.wait_barrier "), "mma_issue": 1,
+                      "mma_wait": ttgir.count("ttng.warp_group_dot_wait ")}
+    assert counts["tma_wait"] == (2 if stages == 1 else 1)
+    lines = marked.splitlines()
+    for i, line in enumerate(lines):
+        for op, scope in kt.SCOPES:
+            if op in line:
+                assert lines[i - 1].strip() == f'proton.record start "{scope}"', lines[i - 1]
+                assert lines[i + 1].strip() == f'proton.record end "{scope}"', lines[i + 1]
+    assert marked.count("proton.record") == 2 * sum(counts.values())
+    with pytest.raises(kt.TraceError, match="already"):
+        kt.instrument(marked)
+    with pytest.raises(kt.TraceError, match="not a TMA GEMM"):
+        kt.instrument(ttgir.replace("ttng.wait_barrier ", "ttng.something_else "))
+
+
+def _events(stages):
+    return json.loads((DATA / f"trace_s{stages}.json").read_text())
+
+
+def test_a_step_runs_from_one_wgmma_issue_to_the_next():
+    lane = [{"name": n, "ts": t, "dur": d} for n, t, d in
+            [("tma_wait", 0.0, 1.0), ("tma_wait", 1.5, 0.5), ("mma_issue", 2.0, 0.1), ("mma_wait", 2.2, 0.6),
+             ("tma_wait", 3.0, 0.2), ("tma_wait", 3.3, 0.2), ("mma_issue", 3.6, 0.1), ("mma_wait", 3.8, 0.5),
+             ("mma_issue", 4.5, 0.1)]]
+    assert kt.steps(lane) == [{"period": 1600.0, "tma_wait": 400.0, "mma_issue": 100.0, "mma_wait": 600.0},
+                              {"period": 900.0, "tma_wait": 0.0, "mma_issue": 100.0, "mma_wait": 500.0}]
+
+
+@pytest.mark.parametrize("stages", [1, 3])
+def test_the_h200_trace_reads_back_into_steps(stages):
+    events = _events(stages)
+    s = kt.summary(events)
+    assert s["ctas"] == 2 and s["warps"] == 4 and s["steps"] > 4 * 20
+    assert 0 < s["tma_wait_share"] + s["mma_issue_share"] + s["mma_wait_share"] < 1
+    assert s["tma_wait"] < s["cycles_per_step"] and s["mma_wait"] < s["cycles_per_step"]
+    w = kt.window(events, n=3)
+    assert sorted(w) == ["0", "4"] and all(sum(e[0] == kt.STEP for e in lane) == 3 for lane in w.values())
+    assert min(e[1] for lane in w.values() for e in lane) == 0
+
+
+def test_one_stage_waits_mostly_for_its_tiles_and_three_stages_much_less():
+    """What lesson 04 reads from the recorded trace, seen in the fixture too (2048^3): with one stage, waiting for
+    the tiles is most of a step; with three a step is under a third as long and waits for tiles a quarter of it."""
+    one, three = kt.summary(_events(1)), kt.summary(_events(3))
+    assert one["tma_wait"] > one["cycles_per_step"] / 2 and one["tma_wait_share"] > 0.5
+    assert three["cycles_per_step"] < one["cycles_per_step"] / 3 and three["tma_wait"] < three["cycles_per_step"] / 3
+
+
+@pytest.mark.skipif(kernels.MODE != "hopper", reason="needs a Hopper GPU (TMA, wgmma, Proton's instrumentation)")
+def test_a_traced_gemm_still_computes_a_times_b_every_cta_is_seen_and_nothing_is_printed(capfd):
+    """Long enough that each warp's buffer overflows (Proton then prints a note per warp from C++, which must not
+    reach a notebook's cell)."""
+    import torch
+
+    from kernels.lab import bench
+    from kernels.ops import gemm
+    a, b, c = bench.gemm_operands(4096, 4096, 8192)
+    ref = torch.matmul(a, b)
+    kernel, grid, args, kwargs = gemm.probe_launch(a, b, c, 3)
+    c.fill_(float("nan"))
+    capfd.readouterr()
+    events = kt.trace(kernel, grid, args, kwargs)
+    printed = capfd.readouterr()
+    assert bench.rel_err(c, ref) < 1e-2
+    s = kt.summary(events)
+    assert s["ctas"] == grid[0] and s["warps"] == 2 * grid[0]
+    assert s["steps"] < 2 * grid[0] * (4096 // 128) * (4096 // 256) * (8192 // 64) / grid[0]  # the buffer kept the last
+    assert printed.out == "" and printed.err == "", printed
+
+
+def test_lesson_04_quotes_the_recorded_trace():
+    """Every figure section 3 states of the trace is the recorded one, as printed."""
+    import nbformat
+
+    from kernels.lab import results
+    from kernels.lessons import l04_pipelining as lesson
+    nb = nbformat.read(Path(__file__).parents[1] / "notebooks" / "04_pipelining.ipynb", 4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    recs = results.recorded().select("04", "trace")
+    t = lesson.probe_times(results.recorded().select("04", "model"))
+    rows = {r["stages"]: r for r in lesson.trace_rows(recs, t)}
+    one = rows[1]
+    for figure in (one["cycles_per_step"], one["tma_wait"], one["mma_issue"], one["mma_wait"],
+                   one["mma_issue"] + one["mma_wait"], rows[2]["cycles_per_step"], rows[2]["tma_wait"],
+                   rows[3]["cycles_per_step"], rows[3]["tma_wait"], rows[4]["tma_wait"], rows[3]["mma_wait"]):
+        assert f"{figure:,.0f}" in text, figure
+    assert rows[3]["cycles_per_step"] == rows[4]["cycles_per_step"] and rows[3]["mma_wait"] == rows[4]["mma_wait"]
+    assert f"{rows[2]['model']:.2f} (model) and {rows[2]['traced']:.2f} (traced) at two stages" in text
+    assert f"{rows[3]['model']:.2f} and {rows[3]['traced']:.2f}\n  at three and four" in text
+    assert f"{rows[4]['model']:.2f}" == f"{rows[3]['model']:.2f}" and f"{rows[4]['traced']:.2f}" == f"{rows[3]['traced']:.2f}"
+    ttgir = (DATA / "probe_s1.ttgir").read_text()
+    assert ttgir.count("ttng.wait_barrier ") == 2 and "pendings = 1" in (DATA / "probe_s3.ttgir").read_text()
+
+
+def test_lesson_04_compares_the_trace_with_the_plain_kernel_as_recorded():
+    """Section 8's traps: the cycle ratio, the same in time at ncu's clocks, ncu's and do_bench's ratios, and the
+    plain kernel's mean step (ncu's duration x its clock / steps per SM) beside the traced median."""
+    import nbformat
+
+    from kernels.lab import results
+    from kernels.lessons import l04_pipelining as lesson
+    nb = nbformat.read(Path(__file__).parents[1] / "notebooks" / "04_pipelining.ipynb", 4)
+    text = " ".join(" ".join(c.source for c in nb.cells if c.cell_type == "markdown").split())
+    store = results.recorded()
+    tr = {r["config"]["stages"]: r for r in store.select("04", "trace")}
+    nc = {r["config"]["stages"]: r for r in store.select("04", "ncu", "gemm_tma_probe")}
+    c1, c3 = tr[1]["trace"]["cycles_per_step"], tr[3]["trace"]["cycles_per_step"]
+    h1, h3 = nc[1]["ncu"]["sm_hz"], nc[3]["ncu"]["sm_hz"]
+    assert f"0.{round(100 * c3 / c1)} of one stage's in cycles" in text
+    assert f"makes the ratio {(c3 / h3) / (c1 / h1):.2f} in time" in text
+    assert f"durations give {nc[3]['ms'] / nc[1]['ms']:.2f}" in text
+    assert f"it was {nc[3]['ms']:.3f} ms" in text and f"was {tr[3]['ms']:.3f} ms" in text
+    assert f"a ratio to one stage of {tr[3]['ms'] / tr[1]['ms']:.2f}" in text
+    steps = lesson.tile_steps() / store.sm_count
+    assert f"{steps:,.0f} steps each SM walks" in text
+    plain = [nc[s]["ms"] * 1e-3 * nc[s]["ncu"]["sm_hz"] / steps for s in lesson.STAGES]
+    traced = [tr[s]["trace"]["cycles_per_step"] for s in lesson.STAGES]
+    assert ("is " + ", ".join(f"{c:,.0f}" for c in plain[:3]) + f" and {plain[3]:,.0f} cycles") in text
+    assert ("medians of " + ", ".join(f"{c:,.0f}" for c in traced[:3]) + f" and {traced[3]:,.0f}") in text
+    assert all(abs(t / p - 1) < 0.1 for t, p in zip(traced, plain))
+
