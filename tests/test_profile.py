@@ -13,6 +13,7 @@ import pytest
 
 import kernels
 from kernels.lab import measure, ncu, results
+from kernels.lab.errors import ArgumentError
 from kernels.lessons import profiled
 
 # ncu's own output on the H200 (python -m kernels.tools.profile --raw ...), cut to the columns the tool reads
@@ -39,15 +40,29 @@ def test_ncu_table_is_read_into_one_record_per_target():
 
 def test_a_row_of_another_kernel_or_a_missing_counter_is_refused():
     seen = ncu.parse(TABLE.read_text())
-    with pytest.raises(ValueError, match="expected"):
+    with pytest.raises(ncu.ProfiledError, match="expected"):
         profiled.records([seen[1], seen[0], *seen[2:]])  # launches out of order
-    with pytest.raises(ValueError, match=f"{len(profiled.TARGETS)} targets"):
+    reads = [i for i, t in enumerate(profiled.TARGETS) if t.name.startswith("read")]
+    swapped = list(seen)
+    swapped[reads[0]], swapped[reads[-1]] = seen[reads[-1]], seen[reads[0]]
+    with pytest.raises(ncu.ProfiledError, match="read4_plain: ncu's kernel is"):
+        profiled.records(swapped)  # the 4-byte plain read's row given to the 16-byte swizzled one
+    with pytest.raises(ncu.ProfiledError, match=f"{len(profiled.TARGETS)} targets"):
         profiled.records(seen[:2])
-    cut = TABLE.read_text().replace("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "something_else")
-    with pytest.raises(ValueError, match="did not report gpu__dram_throughput"):
+    text = TABLE.read_text()
+    cut = text.replace("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "something_else")
+    with pytest.raises(ncu.ProfiledError, match="did not report gpu__dram_throughput"):
         ncu.parse(cut)
-    with pytest.raises(ValueError, match="no ncu table"):
+    with pytest.raises(ncu.ProfiledError, match="no ncu table"):
         ncu.parse("==PROF== nothing profiled\n")
+    lines = text.splitlines()
+    units = next(i for i, line in enumerate(lines) if line.startswith('"ID"')) + 1
+    scaled = "\n".join(lines[:units] + [lines[units].replace('"ns"', '"us"', 1)] + lines[units + 1:])
+    with pytest.raises(ncu.ProfiledError, match="in 'us', the course reads 'ns'"):
+        ncu.parse(scaled)  # a duration in another unit would be off by 1000 in every figure
+    with pytest.raises(ncu.ProfiledError, match="no value of"):
+        ncu.parse("\n".join(lines[:-1] + [re.sub(r'"[0-9.,]+"$', '"n/a"', lines[-1])]))
+    assert ncu.parse(text + "\n==PROF== Report: done\n\n") == seen  # lines after the table are not rows
 
 
 def test_recording_the_profile_keeps_the_files_date(tmp_path, monkeypatch):
@@ -86,7 +101,8 @@ def test_each_lesson_prints_its_profile_with_where_it_comes_from(capsys, monkeyp
         profiled.show(lesson)
         out = capsys.readouterr().out
         run = profiled.figures(lesson)
-        assert len(run.records) == len(profiled.targets(lesson)) and "recorded on NVIDIA H200, 2026-12-02" in out
+        assert len(run.records) == len(profiled.targets(lesson))
+        assert results.recorded().label_of(run.records) in out and "H200" in out
         for r in run.records:
             assert profiled.name_of(r) in out
     profiled.show("06")
@@ -105,6 +121,25 @@ def test_ncu_that_cannot_profile_falls_back_to_the_records_and_says_why(monkeypa
     monkeypatch.setattr(ncu, "profile", refused)
     run = profiled.figures("03")
     assert run.records and "(ncu could not profile here: ERR_NVGPUCTRPERM)" in run.label and "2026-12-02" in run.label
+
+
+def test_a_wrong_output_or_an_unknown_lesson_is_said_not_covered_by_records(monkeypatch):
+    """ncu ran and the child refused a wrong output: that is raised with the child's words, never answered with the
+    recorded figures as if ncu had only been refused; a lesson without targets is named."""
+    monkeypatch.setattr(measure, "can_run", lambda needs="gpu": needs == "ncu")
+
+    def wrong(*a, **k):
+        raise ncu.ProfiledError("the profiled process failed (3): copy_tma {}: output differs from torch's")
+    monkeypatch.setattr(ncu, "profile", wrong)
+    with pytest.raises(ncu.ProfiledError, match="output differs"):
+        profiled.figures("03")
+    with pytest.raises(ArgumentError, match="lessons profiled are 01, 02, 03, 04, 06"):
+        profiled.targets("05")
+
+
+def test_the_rooms_live_figures_are_the_three_the_guide_names():
+    from kernels.tools import room
+    assert [t.name for t in profiled.TARGETS if t.name in room.LIVE] == list(room.LIVE)
 
 
 def test_the_ncu_command_profiles_only_the_ranges_at_the_cards_clock():
@@ -146,6 +181,7 @@ def test_the_lessons_prose_quotes_the_recorded_profile():
     assert f"{profiled.dram_bytes(cols) / profiled.copied(cols):.1f} times" in text["01_naive_loads"]
     assert f"{cols['ncu']['dram_pct']:.0f}%" in text["01_naive_loads"]
     assert f"{tile['ncu']['dram_pct']:.0f}%" in text["01_naive_loads"]
+    assert f"was {cols['ncu']['l2_pct']:.0f}% of its peak for the column walk" in text["01_naive_loads"]
     one, three = l02["gemm_pointer", 1]["ncu"], l02["gemm_pointer", 3]["ncu"]
     for figure in (f"{one['stall_long_scoreboard']:.0f}", f"{three['stall_long_scoreboard']:.1f}",
                    f"{one['tensor_pct']:.0f}%", f"{three['tensor_pct']:.0f}%"):
@@ -169,5 +205,19 @@ def test_the_lessons_prose_quotes_the_recorded_profile():
                    f"keeps {g['warps_active_pct']:.1f}% of the SM's warp slots busy and issues in {g['issue_pct']:.0f}%",
                    f"{g['registers']:.0f} registers a thread",
                    f"{l04['gemm_tma_probe', 1]['ncu']['sm_hz'] / 1e9:.2f} GHz",
-                   f"{l04['gemm_tma_probe', 3]['ncu']['sm_hz'] / 1e9:.2f} GHz"):
+                   f"{l04['gemm_tma_probe', 3]['ncu']['sm_hz'] / 1e9:.2f} GHz",
+                   f"L2 near its peak ({_recorded('01')['copy_cols', None]['ncu']['l2_pct']:.0f}%)",
+                   f"the one-stage probe above, tensor pipe {l04['gemm_tma_probe', 1]['ncu']['tensor_pct']:.0f}%, DRAM "
+                   f"{l04['gemm_tma_probe', 1]['ncu']['dram_pct']:.0f}%",
+                   f"tensor pipe busy {l04['gemm_tma_probe', 3]['ncu']['tensor_pct']:.0f}% of the cycles of this GEMM"):
         assert figure in text["04_pipelining"], figure
+
+
+def test_lesson_06_quotes_the_recorded_mio_throttle():
+    import nbformat
+    text = " ".join(" ".join(c.source for c in nbformat.read(NOTEBOOKS / "06_tma_by_hand.ipynb", 4).cells
+                             if c.cell_type == "markdown").split())
+    l06 = _recorded("06")
+    four, sixteen = l06["read4_plain", None]["ncu"], l06["read16_plain", None]["ncu"]
+    assert f"({four['stall_mio_throttle']:.0f} and {sixteen['stall_mio_throttle']:.0f} per issue" in text
+    assert four["stall_mio_throttle"] > four["stall_short_scoreboard"]

@@ -33,7 +33,7 @@ from pathlib import Path
 SCOPES = (("ttng.wait_barrier ", "tma_wait"), ("ttng.warp_group_dot ", "mma_issue"),
           ("ttng.warp_group_dot_wait ", "mma_wait"))
 STEP = "mma_issue"  # one per K step, pipelined or not
-WARPS = "0,4"  # warp 0 of each warp group of an 8-warp CTA
+WARPS = "0,4"  # warp 0 of each warp group of an 8-warp CTA (lesson 04's GEMM)
 CYCLES = 1000  # the trace's "us" at Proton's assumed 1 GHz: cycles per unit
 
 
@@ -109,10 +109,13 @@ def _quiet():
 
 
 def lanes(events):
-    """{(cta, warp): its events in time order}."""
+    """{(CTA, warp): its events in time order}, from Proton's names ("<kernel> Core<sm> CTA<n>", "warp <w> ...")."""
     out = {}
     for e in events:
-        out.setdefault((e["pid"], e["tid"]), []).append(e)
+        cta, warp = re.search(r"\bCTA(\d+)$", str(e["pid"])), re.match(r"warp (\d+)\b", str(e["tid"]))
+        if not (cta and warp):
+            raise TraceError(f"an event of no CTA and warp the course can read: pid {e['pid']!r}, tid {e['tid']!r}")
+        out.setdefault((int(cta.group(1)), int(warp.group(1))), []).append(e)
     return {k: sorted(v, key=lambda e: e["ts"]) for k, v in out.items()}
 
 
@@ -133,8 +136,9 @@ def summary(events):
     """Medians over every recorded step of every recorded warp (cycles; the mean step too: the first steps of a
     tile and the one holding its epilogue are longer), the share of all their time each scope took, and how many
     steps, CTAs and warps they come from."""
-    per_lane = lanes(events)
-    all_steps = [s for lane in per_lane.values() for s in steps(lane)]
+    per_lane = {k: steps(lane) for k, lane in lanes(events).items()}
+    per_lane = {k: v for k, v in per_lane.items() if v}  # a warp with no complete step says nothing
+    all_steps = [s for lane in per_lane.values() for s in lane]
     if not all_steps:
         raise TraceError("the trace holds no complete step (fewer than two wgmma issues per warp)")
     total = sum(s["period"] for s in all_steps)
@@ -147,16 +151,15 @@ def summary(events):
 
 
 def window(events, n=6):
-    """The events of the first CTA's two recorded warps up to their ``n``-th wgmma issue: {warp: [[scope, start, cycles], ...]}, each
-    start in cycles from that CTA's first record, for drawing."""
+    """The events of the first CTA's recorded warps up to their ``n``-th wgmma issue: {warp: [[scope, start,
+    cycles], ...]}, each start in cycles from that CTA's first record, for drawing."""
     per_lane = lanes(events)
-    cta = sorted({p for p, _ in per_lane}, key=lambda p: int(re.search(r"CTA(\d+)", p).group(1)))[0]
-    mine = {w: lane for (p, w), lane in per_lane.items() if p == cta}
+    cta = min(c for c, _ in per_lane)
+    mine = {w: lane for (c, w), lane in per_lane.items() if c == cta}
     t0 = min(lane[0]["ts"] for lane in mine.values())
     out = {}
     for w, lane in sorted(mine.items()):
         starts = [i for i, e in enumerate(lane) if e["name"] == STEP]
         end = starts[n] if len(starts) > n else len(lane)
-        out[re.search(r"warp (\d+)", w).group(1)] = [[e["name"], round((e["ts"] - t0) * CYCLES), round(e["dur"] * CYCLES)]
-                                                     for e in lane[:end]]
+        out[str(w)] = [[e["name"], round((e["ts"] - t0) * CYCLES), round(e["dur"] * CYCLES)] for e in lane[:end]]
     return out

@@ -48,8 +48,17 @@ STALLS = [k for k in METRICS if k.startswith("stall_")]
 
 
 class NcuError(RuntimeError):
-    """ncu is missing, or it ran and did not profile (no GPU, no permission to read the counters, a child that
-    failed its check)."""
+    """ncu could not profile here: it is missing, the counters are the administrator's, or it did not finish. The
+    lessons then show the recorded figures and say why."""
+
+
+class ProfiledError(RuntimeError):
+    """ncu ran, and what it profiled failed: the child refused a wrong output, or its table is not what the course
+    reads. Never answered with recorded figures: it is a bug to see."""
+
+
+# the units the course's figures assume, by short name (ncu's raw page states each metric's unit in its second row)
+UNITS = {"duration_ns": "ns", "sm_hz": "hz", "dram_bytes_per_s": "byte/s"}
 
 
 def command(module, *args, ncu="ncu"):
@@ -62,11 +71,18 @@ def profile(module, *args, raw=None, timeout=600):
     ncu = shutil.which("ncu")
     if not ncu:
         raise NcuError("ncu (Nsight Compute) is not on the PATH")
-    done = subprocess.run(command(module, *args, ncu=ncu), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    try:
+        done = subprocess.run(command(module, *args, ncu=ncu), capture_output=True, text=True, timeout=timeout,
+                              cwd=ROOT)
+    except subprocess.TimeoutExpired:
+        raise NcuError(f"ncu did not finish in {timeout} s") from None
     if raw:
         Path(raw).write_text(done.stdout)
-    if done.returncode or "ERR_NVGPUCTRPERM" in done.stdout:
-        raise NcuError(f"ncu failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    if "ERR_NVGPUCTRPERM" in done.stdout + done.stderr:
+        raise NcuError("ncu failed: ERR_NVGPUCTRPERM (reading the GPU's counters needs the administrator's leave)")
+    if done.returncode:
+        raise ProfiledError(f"the profiled process failed ({done.returncode}):\n{done.stdout[-2000:]}\n"
+                            f"{done.stderr[-2000:]}")
     return done.stdout
 
 
@@ -87,18 +103,27 @@ def _number(s):
 
 def parse(text):
     """ncu's ``--csv --page raw`` output -> one dict per profiled kernel: its name and METRICS by short name.
-    Lines before the header (the child's own output, ncu's notes) are skipped."""
+    Lines before the table (the child's own output, ncu's notes) and after it are skipped; a counter without a
+    value, or in another unit than the figures assume (``UNITS``), is refused."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
-        raise ValueError("no ncu table in the output (did ncu profile anything?)")
-    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
-    header, body = rows[0], rows[2:]  # rows[1] holds the units
+        raise ProfiledError("no ncu table in the output (did ncu profile anything?)")
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith('"')), len(lines))
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:end]))))
+    header, units, body = rows[0], dict(zip(rows[0], rows[1])), rows[2:]
     missing = [m for m in METRICS.values() if m not in header]
     if missing:
-        raise ValueError(f"ncu did not report {', '.join(missing)}")
+        raise ProfiledError(f"ncu did not report {', '.join(missing)}")
+    for key, unit in UNITS.items():
+        if units[METRICS[key]] != unit:
+            raise ProfiledError(f"ncu reported {METRICS[key]} in {units[METRICS[key]]!r}, the course reads {unit!r}")
     out = []
     for row in body:
         cells = dict(zip(header, row))
-        out.append({"kernel": cells["Kernel Name"], **{k: _number(cells[m]) for k, m in METRICS.items()}})
+        k = {"kernel": cells["Kernel Name"], **{k: _number(cells[m]) for k, m in METRICS.items()}}
+        empty = [METRICS[n] for n, v in k.items() if v is None]
+        if empty:
+            raise ProfiledError(f"ncu gave no value of {', '.join(empty)} for {k['kernel']}")
+        out.append(k)
     return out

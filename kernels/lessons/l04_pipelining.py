@@ -7,7 +7,7 @@ import math
 import torch
 from matplotlib.patches import Patch
 
-from ..lab import bench, clocks, kernel_trace, measure, plots, results as recorded_results, smem
+from ..lab import bench, kernel_trace, measure, plots, results as recorded_results, smem
 from ..lab.widgets import REFUSALS, Widget
 from ..ops import gemm
 
@@ -233,9 +233,10 @@ def plot_timeline(C, M, stages, ax=None, title=None):
 
 def measure_trace():
     """The GEMM of the model (the probe with loads and math on, lesson 04's tile, 8192^3 fp16) at each stage count:
-    checked, timed plainly (``do_bench`` median, the SM clock sampled meanwhile), then launched once with its waits
-    marked (``kernel_trace``) and checked again. Each record: the plain time, and under ``trace`` the trace's
-    medians per step (cycles), the share of time in each wait, the clock, and a few steps to draw."""
+    checked, timed plainly (``do_bench`` median), then launched once with its waits marked (``kernel_trace``) and
+    checked again. Each record: the plain time, and under ``trace`` the trace's medians per step (cycles), the
+    share of time in each scope, and a few steps to draw. No clock: NVML's samples during a ``do_bench`` of a
+    few hundred milliseconds are not the clock of one traced launch (lesson 04, section 8 reads ncu's)."""
     a, b, c = bench.gemm_operands(*SHAPE)
     ref = torch.matmul(a, b)
     records = []
@@ -243,15 +244,13 @@ def measure_trace():
         kernel, grid, args, kwargs = gemm.probe_launch(a, b, c, s, **TILE)
         fn = lambda: kernel[grid](*args, **kwargs)
         bench.check_writes(f"the {s}-stage GEMM", fn, c, ref, 1e-2)
-        with clocks.Sampler() as sampler:
-            ms = bench.median_ms(fn)
+        ms = bench.median_ms(fn)
         c.fill_(float("nan"))
         events = kernel_trace.trace(kernel, grid, args, kwargs)
         assert bench.rel_err(c, ref) < 1e-2, f"the instrumented {s}-stage GEMM computed a wrong result"
         r = recorded_results.record("gemm_tma_probe_traced", ms, shape=SHAPE, flops=bench.gemm_flops(*SHAPE),
                                     config={**TILE, "stages": s})
-        r["trace"] = {**kernel_trace.summary(events), "sm_mhz": sampler.summary().get("sm_mhz_median"),
-                      "window": kernel_trace.window(events)}
+        r["trace"] = {**kernel_trace.summary(events), "window": kernel_trace.window(events)}
         records.append(r)
     return records
 
@@ -260,10 +259,12 @@ def trace_rows(records, t):
     """Per stage count: the plain GEMM's time, the model's and the trace's step against one stage's, and the
     trace's medians per step (cycles): the step, and the warp's time waiting for tiles, issuing its wgmma and
     waiting for a wgmma."""
-    rows, one = [], {}
-    for r in sorted(records, key=lambda r: r["config"]["stages"]):
-        s, tr = r["config"]["stages"], r["trace"]
-        one = one or tr
+    by = {r["config"]["stages"]: r for r in records}
+    if 1 not in by:
+        raise LookupError("the trace run has no one-stage record: every ratio is against one stage's step")
+    one, rows = by[1]["trace"], []
+    for s, r in sorted(by.items()):
+        tr = r["trace"]
         rows.append({"stages": s, "ms": r["ms"], "model": predict(t, s) / predict(t, 1),
                      "traced": tr["cycles_per_step"] / one["cycles_per_step"], **tr})
     return rows
@@ -290,14 +291,15 @@ def plot_trace(records, t, steps=4):
         window = r["trace"]["window"]
         end = 0
         for y, (warp, events) in enumerate(sorted(window.items())):
-            starts = [e[1] for e in events if e[0] == kernel_trace.STEP]
+            starts = [e[1] for e in events if e[0] == kernel_trace.STEP] or [events[0][1]]
             stop = starts[steps] if len(starts) > steps else events[-1][1] + events[-1][2]
             end = max(end, stop)
             row[1].broken_barh([(starts[0], stop - starts[0])], (y + 0.1, 0.8), color="0.85")
             for name, start, dur in events:
                 if start < stop:
                     row[1].broken_barh([(start, max(dur, 8))], (y + 0.1, 0.8), color=colours[name])
-        row[1].set(yticks=[0.5, 1.5], yticklabels=[f"warp {w}" for w in sorted(window)], xlim=(0, end),
+        row[1].set(yticks=[y + 0.5 for y in range(len(window))], yticklabels=[f"warp {w}" for w in sorted(window)],
+                   xlim=(0, end),
                    title=f"traced, {s} stage{'s' * (s > 1)}: {r['trace']['cycles_per_step']:.0f} cycles a step")
     axes[-1][1].set_xlabel("SM cycles")
     handles = [Patch(color=c) for c in (*colours.values(), "0.85")]

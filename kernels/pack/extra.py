@@ -527,8 +527,9 @@ def _reads_answer():
             "groups: 4 passes. A 16-byte read needs 4 passes even without a conflict (a quarter-warp per pass), "
             "so swizzled it has none left; a 4-byte read keeps a 4-way conflict (32 rows on 8 groups). Time "
             f"follows the passes: {plain * 1e3:.0f} against {swz * 1e3:.0f} us for the 4-byte reads "
-            f"({plain / swz:.1f}x). Tell the widths apart by the conflicts: at 32 passes the 4-byte read has 31 "
-            "extra, the 16-byte one 28 (lesson 06, section 4: the same counters beside the derivation).")
+            f"({plain / swz:.1f}x). Tell the widths apart by the conflicts: at {per['read4_plain'][0]:.0f} passes the "
+            f"4-byte read has {per['read4_plain'][1]:.0f} extra, the 16-byte one {per['read16_plain'][1]:.0f} (lesson 06, "
+            "section 4: the same counters beside the derivation).")
 
 
 def _trace_rows():
@@ -558,6 +559,8 @@ def _trace_answer():
     store, _, rows = _trace_rows()
     one, two, three = rows[0], rows[1], rows[2]
     clock = {r["config"]["stages"]: r["ncu"]["sm_hz"] / 1e9 for r in store.select("04", "ncu", "gemm_tma_probe")}
+    if not {1, 3} <= set(clock):
+        raise LookupError("no ncu records of lesson 04's probe: run `python -m kernels.tools.profile --lesson 04`")
     math_cycles = one["mma_issue"] + one["mma_wait"]
     return (f"One stage is serial: {one['tma_wait']:,.0f} of {one['cycles_per_step']:,.0f} cycles waiting for "
             f"tiles (two waits: unpipelined, A's load is waited for before B's is issued), then the math, issued "

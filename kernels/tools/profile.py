@@ -9,6 +9,7 @@ the lessons' last recording."""
 import sys
 
 from ..lab import ncu, results
+from ..lab.errors import ArgumentError
 from ..lessons import profiled
 
 
@@ -19,7 +20,7 @@ def main(argv):
         sys.exit("profiling needs a CUDA GPU: in CPU mode the course reads results/, it never writes it")
     try:
         recs = profiled.profile(opts.get("--lesson"), raw=opts.get("--raw"))
-    except ncu.NcuError as e:
+    except (ncu.NcuError, ncu.ProfiledError, ArgumentError) as e:
         sys.exit(str(e))
     path = results.save(recs, opts.get("--out"), keep_date=True)
     for r in recs:

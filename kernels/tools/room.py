@@ -110,12 +110,15 @@ async def execute(ws_url, auth, code, timeout=90):
 
 # ---- the instructor's live figures --------------------------------------------------------------------------------
 
+LIVE = ("copy_tma", "matmul_tma_persistent", "cublas")  # the instructor's live figures: lesson 03's copy, lesson 04's GEMM
+
+
 def live(until, out):
     """Time the profile targets in turn (do_bench medians) until the file ``until`` exists; one JSON line each
     to ``out``: the wall-clock time, the target, the milliseconds."""
     from ..lab import bench
     from ..lessons import profiled
-    chosen = profiled.targets("03") + profiled.targets("04")
+    chosen = [t for t in profiled.TARGETS if t.name in LIVE]
     launches = {t.name: fn for t, fn in profiled.checked_launches(chosen).items()}
     with open(out, "a") as sink:
         while not Path(until).exists():
