@@ -1,0 +1,89 @@
+"""Lesson 09's attention kernel (kernels/ops/attention.py), checked where the course runs (the interpreter in CPU
+mode, the GPU live): against torch's SDPA in fp32 on fresh ragged shapes, the output poisoned first; bad input
+named; its sm_90 code compiled ahead of time (TMA loads of K and V, wgmma, one TMA store)."""
+import math
+import random
+
+import pytest
+import torch
+
+import kernels  # noqa: F401  (first: the interpreter)
+from kernels.lab.errors import CourseError
+from kernels.lab.mode import DEVICE, INTERPRET, MODE
+from kernels.ops import attention as att
+
+SMALL = dict(BLOCK_M=64, BLOCK_N=32, num_warps=4)  # interpreter-sized tiles; the GPU runs the defaults too
+
+
+def reference(q, k, v, causal):
+    """SDPA in fp32; causal aligned at the sequences' ends (key j seen by query i when j <= i + seq_k - seq_q); a
+    query that sees no key is 0 (SDPA's NaN there)."""
+    seq_q, seq_k = q.shape[2], k.shape[2]
+    mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).tril(seq_k - seq_q) if causal else None
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
+    return torch.nan_to_num(ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("head_dim", att.HEAD_DIMS)
+def test_attention_matches_sdpa_on_ragged_shapes(dtype, causal, head_dim):
+    big = MODE != "cpu"
+    if dtype == torch.bfloat16 and INTERPRET:
+        q = torch.randn(1, 1, 8, head_dim, dtype=dtype, device=DEVICE)
+        with pytest.raises(CourseError, match="triton-lang/triton#11584"):
+            att.attention(q, q, q, causal=causal)
+        return
+    for _ in range(2):
+        seq_q = random.randint(65, 1500 if big else 150)
+        seq_k = random.choice([seq_q, random.randint(33, 1500 if big else 150)])
+        B, H = random.randint(1, 3), random.randint(1, 3)
+        q, k, v = (torch.randn(B, H, s, head_dim, dtype=dtype, device=DEVICE) for s in (seq_q, seq_k, seq_k))
+        o = torch.full_like(q, float("nan"))
+        att.attention(q, k, v, causal=causal, out=o, **({} if big else SMALL))
+        ref = reference(q, k, v, causal)
+        err = (o.float() - ref).abs().max().item()
+        tol = 2e-2 if dtype == torch.bfloat16 else 4e-3  # P rounded to the input dtype before the second GEMM
+        assert err < tol, f"{dtype} causal={causal} (B, H, seq_q, seq_k, D)={(B, H, seq_q, seq_k, head_dim)}: {err}"
+
+
+def test_a_custom_scale_and_the_flop_count():
+    q, k, v = (torch.randn(1, 1, 80, 64, dtype=torch.float16, device=DEVICE) for _ in range(3))
+    o = att.attention(q, k, v, scale=0.3, **({} if MODE != "cpu" else SMALL))
+    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), scale=0.3)
+    assert (o.float() - ref).abs().max().item() < 4e-3
+    assert att.flops(2, 16, 4096, 4096, 128) == 4 * 2 * 16 * 4096 * 4096 * 128
+    assert att.flops(2, 16, 4096, 4096, 128, causal=True) == att.flops(2, 16, 4096, 4096, 128) // 2
+
+
+@pytest.mark.parametrize("bad, words", [
+    (lambda q: dict(q=q.float(), k=q.float(), v=q.float()), "float16 or bfloat16"),
+    (lambda q: dict(q=q, k=q.to(torch.bfloat16), v=q), "the same for all three"),
+    (lambda q: dict(q=q[..., :32].contiguous(), k=q[..., :32].contiguous(), v=q[..., :32].contiguous()),
+     r"head_dim 32; this kernel is built for \(64, 128\)"),
+    (lambda q: dict(q=q, k=q[:, :1].contiguous(), v=q[:, :1].contiguous()), "batch, heads and head_dim"),
+    (lambda q: dict(q=q[0], k=q[0], v=q[0]), r"\(batch, heads, seq, head_dim\)"),
+    (lambda q: dict(q=q.transpose(1, 2), k=q, v=q), "contiguous"),
+])
+def test_bad_input_is_named(bad, words):
+    q = torch.randn(2, 2, 16, 64, dtype=torch.float16, device=DEVICE)
+    with pytest.raises(CourseError, match=words):
+        att.attention(**bad(q))
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_the_sm90_code_streams_k_and_v_through_tma_into_wgmma(stages):
+    """Compiled ahead of time at lesson 09's shape: Q's tile one TMA load, K and V one each per stage in the ring
+    (the pipeliner's prologue and the loop: static counts), both GEMMs on wgmma, O leaves by one TMA store; the
+    ring costs shared memory by the stage."""
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from kernels.lab import aot
+    B, H, S, D = 4, 16, 4096, 128
+    descs = [TensorDescriptor.from_tensor(torch.empty(B * H, S, D, dtype=torch.float16, device=DEVICE), [1, blk, D])
+             for blk in (128, 64, 64, 128)]
+    code = aot.compile_sm90(att.attention_kernel, *descs, S, S, 0.1275, BLOCK_M=128, BLOCK_N=64, HEAD_DIM=D,
+                            CAUSAL=False, stages=stages, num_warps=8)
+    n = code.counts()
+    assert n["UTMALDG"] == 1 + 2 * stages and n["UTMASTG"] == 1 and n["HGMMA"] > 0
+    assert code.shared >= stages * 2 * 64 * D * 2  # a K tile and a V tile (64 x 128 fp16) per stage
