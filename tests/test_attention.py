@@ -87,3 +87,16 @@ def test_the_sm90_code_streams_k_and_v_through_tma_into_wgmma(stages):
     n = code.counts()
     assert n["UTMALDG"] == 1 + 2 * stages and n["UTMASTG"] == 1 and n["HGMMA"] > 0
     assert code.shared >= stages * 2 * 64 * D * 2  # a K tile and a V tile (64 x 128 fp16) per stage
+
+
+def test_a_ring_that_does_not_fit_is_refused_with_the_budget():
+    """What a launch out of shared memory says (Triton's OutOfResources, as a GPU raises it): the compiled figure,
+    the limit, and the model, Q's tile plus a K and a V tile per stage."""
+    from triton.runtime.errors import OutOfResources
+
+    from kernels.lab.errors import SharedMemoryError
+    e = att.overflow(OutOfResources(262_208, 232_448, "shared memory"), 128, 128, 128, 3)
+    assert isinstance(e, SharedMemoryError)
+    assert str(e) == ("attention 128x128, head_dim 128, with 3 stages does not fit: 256.1 KiB of shared memory asked, "
+                      "227.0 KiB per block on this GPU (model: 3 x 64.0 KiB + 32.0 KiB output tile = 224.0 KiB) - use "
+                      "fewer stages or a smaller tile")

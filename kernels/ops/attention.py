@@ -17,8 +17,9 @@ import math
 import torch
 import triton
 import triton.language as tl
+from triton.runtime.errors import OutOfResources
 
-from ..lab import operands
+from ..lab import operands, smem
 from ..lab.errors import ArgumentError
 from ..lab.mode import INTERPRET
 
@@ -96,9 +97,20 @@ def attention(q, k, v, causal=False, scale=None, BLOCK_M=128, BLOCK_N=64, stages
     descs = [TensorDescriptor.from_tensor(t.view(B * H, t.shape[2], D), [1, block, D])
              for t, block in ((q, BLOCK_M), (k, BLOCK_N), (v, BLOCK_N), (o, BLOCK_M))]
     grid = (triton.cdiv(seq_q, BLOCK_M), B * H)
-    attention_kernel[grid](*descs, seq_q, seq_k, scale * LOG2E, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D,
-                           CAUSAL=causal, stages=stages, num_warps=num_warps)
+    try:
+        attention_kernel[grid](*descs, seq_q, seq_k, scale * LOG2E, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D,
+                               CAUSAL=causal, stages=stages, num_warps=num_warps)
+    except OutOfResources as e:
+        raise overflow(e, BLOCK_M, BLOCK_N, D, stages, q.element_size()) from None
     return o
+
+
+def overflow(e, BLOCK_M, BLOCK_N, head_dim, stages, esize=2):
+    """A launch out of shared memory, as the course says it. The model: a K tile and a V tile per stage of the ring,
+    and one BLOCK_M x head_dim tile (smem's "output tile": O leaves through shared memory by a TMA store, and Q's
+    tile, the same size, lands there by TMA). The compiled kernel's figure, in the message too, decides."""
+    return smem.overflow(e, f"attention {BLOCK_M}x{BLOCK_N}, head_dim {head_dim}, with {stages} stages", stages,
+                         2 * BLOCK_N * head_dim * esize, BLOCK_M * head_dim * esize)
 
 
 def flops(batch, heads, seq_q, seq_k, head_dim, causal=False):
