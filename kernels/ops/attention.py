@@ -11,7 +11,8 @@ The tensors are (batch, heads, seq, head_dim), contiguous; the tensor maps see t
 head_dim) with a (1, BLOCK, head_dim) box, so that a box past a sequence's end reads zeros of that sequence and a
 store past it is clipped, never another head's rows: any sequence length works. Keys past the end are masked to
 -inf before the softmax. ``causal``: query i sees keys 0..i; the programs skip the K/V tiles wholly above the
-diagonal and mask the one that crosses it."""
+diagonal. Only the tiles that need it are masked: a program walks the tiles all its rows see whole first, without
+a mask, then the ones on the diagonal or at the ragged end, masked (as FlashAttention's kernels split them)."""
 import math
 
 import torch
@@ -29,6 +30,35 @@ LOG2E = 1.4426950408889634  # softmax in base 2: exp(x) = exp2(x * log2(e)), one
 
 
 @triton.jit
+def _kv_tiles(acc, l_i, m_i, q, k_desc, v_desc, bh, lo, hi, rows, seq_k, offset, qk_scale,
+              BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
+              stages: tl.constexpr):
+    # the K/V tiles [lo, hi) of one program's rows; MASK: some key of a tile is past the end or, causal, above the
+    # diagonal (key j is seen by query i when j <= i + offset), so the tile is masked and a row may see no key yet
+    for start_n in tl.range(lo, hi, BLOCK_N, num_stages=stages):
+        k = k_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        s = tl.dot(q, k.T) * qk_scale
+        if MASK:
+            cols = start_n + tl.arange(0, BLOCK_N)
+            keep = cols[None, :] < seq_k
+            if CAUSAL:
+                keep = keep & (cols[None, :] <= rows[:, None] + offset)
+            s = tl.where(keep, s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        shift = m_new
+        if MASK:  # a row that has seen no key yet has m_new = -inf: shift it by 0, so that exp2 gives 0, not NaN
+            shift = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.math.exp2(s - shift[:, None])
+        alpha = tl.math.exp2(m_i - shift)  # how much the old maximum overstated: rescale what was summed with it
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = v_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
 def attention_kernel(q_desc, k_desc, v_desc, o_desc, seq_q, seq_k, qk_scale,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
                      CAUSAL: tl.constexpr, stages: tl.constexpr):
@@ -39,27 +69,18 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, seq_q, seq_k, qk_scale,
     m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)  # running row maximum (base-2 logits)
     l_i = tl.zeros((BLOCK_M,), tl.float32)                 # running row sum of exp2(s - m_i)
     acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
-    # causal: keys past the last query row of this block are never seen (the query at i sees keys 0..i, with the
-    # sequences' ends aligned: key j is seen by query i when j <= i + seq_k - seq_q)
-    hi = tl.minimum(seq_k, start_m + BLOCK_M + seq_k - seq_q) if CAUSAL else seq_k
-    for start_n in tl.range(0, hi, BLOCK_N, num_stages=stages):
-        k = k_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        s = tl.dot(q, k.T) * qk_scale
-        cols = start_n + tl.arange(0, BLOCK_N)
-        keep = cols[None, :] < seq_k
-        if CAUSAL:
-            keep = keep & (cols[None, :] <= rows[:, None] + seq_k - seq_q)
-        s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        # a row that has seen no key yet has m_new = -inf: shift by 0 there, so that exp2 gives 0, not NaN
-        shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.math.exp2(s - shift[:, None])
-        alpha = tl.math.exp2(m_i - shift)  # how much the old maximum overstated: rescale what was summed with it
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        v = v_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        acc = tl.dot(p.to(v.dtype), v, acc)
-        m_i = m_new
+    offset = seq_k - seq_q  # causal, the sequences' ends aligned: query i sees keys 0..i + offset
+    # the tiles every row of the block sees whole go unmasked; the rest (the diagonal, the ragged end) are masked,
+    # and causal tiles wholly above the diagonal are skipped
+    full = seq_k // BLOCK_N * BLOCK_N
+    hi = seq_k
+    if CAUSAL:
+        full = tl.minimum(full, tl.maximum(start_m + offset + 1, 0) // BLOCK_N * BLOCK_N)
+        hi = tl.minimum(seq_k, tl.maximum(start_m + BLOCK_M + offset, 0))
+    acc, l_i, m_i = _kv_tiles(acc, l_i, m_i, q, k_desc, v_desc, bh, 0, full, rows, seq_k, offset, qk_scale,
+                              BLOCK_N, HEAD_DIM, False, CAUSAL, stages)
+    acc, l_i, m_i = _kv_tiles(acc, l_i, m_i, q, k_desc, v_desc, bh, full, hi, rows, seq_k, offset, qk_scale,
+                              BLOCK_N, HEAD_DIM, True, CAUSAL, stages)
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]  # a row that saw no key (causal, seq_q > seq_k) is 0
     o_desc.store([bh, start_m, 0], out.to(q.dtype).reshape(1, BLOCK_M, HEAD_DIM))
 
