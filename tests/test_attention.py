@@ -100,3 +100,11 @@ def test_a_ring_that_does_not_fit_is_refused_with_the_budget():
     assert str(e) == ("attention 128x128, head_dim 128, with 3 stages does not fit: 256.1 KiB of shared memory asked, "
                       "227.0 KiB per block on this GPU (model: 3 x 64.0 KiB + 32.0 KiB output tile = 224.0 KiB) - use "
                       "fewer stages or a smaller tile")
+
+
+def test_the_bytes_a_query_block_moves_fused_and_not():
+    """128 queries against 4096 keys, head_dim 128, fp16: Q and O 32 KiB each, K and V 1 MiB each; unfused, S and P
+    (1 MiB each) go out and come back."""
+    fused = att.bytes_per_query_block(128, 4096, 128)
+    assert fused == 2 * 32 * 1024 + 2 * 1024 * 1024
+    assert att.bytes_per_query_block(128, 4096, 128, fused=False) == fused + 4 * 1024 * 1024

@@ -138,3 +138,11 @@ def flops(batch, heads, seq_q, seq_k, head_dim, causal=False):
     """Two GEMMs per (query, key) pair, 2 FLOPs a multiply-add each: 4 * seq_q * seq_k * head_dim per head; causal
     keeps about half of the pairs (the course counts seq_q * seq_k / 2, as FlashAttention's papers do)."""
     return 4 * batch * heads * seq_q * seq_k * head_dim // (2 if causal else 1)
+
+
+def bytes_per_query_block(BLOCK_M, seq_k, head_dim, esize=2, fused=True):
+    """Bytes one block of BLOCK_M queries moves to and from memory: its Q rows read and O rows written, all of K and
+    V read (from L2 or HBM); unfused (S = Q K^T, P = softmax(S), O = P V as three kernels), its BLOCK_M x seq_k
+    rows of S and of P each written and read back too, in the inputs' dtype."""
+    own = 2 * BLOCK_M * head_dim + 2 * seq_k * head_dim
+    return (own + (0 if fused else 4 * BLOCK_M * seq_k)) * esize
