@@ -202,7 +202,8 @@ def test_the_lessons_prose_quotes_the_recorded_profile():
     g = l04["matmul_tma_persistent", 3]["ncu"]
     for figure in (f"DRAM at {l03['dram_pct']:.0f}% of its peak, the SMs at {l03['sm_pct']:.0f}%",
                    f"the tensor pipe busy {g['tensor_pct']:.0f}% of the cycles, DRAM at {g['dram_pct']:.0f}%",
-                   f"keeps {g['warps_active_pct']:.1f}% of the SM's warp slots busy and issues in {g['issue_pct']:.0f}%",
+                   f"keeps {g['warps_active_pct']:.1f}% of the SM's warp slots busy and issues in "
+                   f"{g['issue_pct']:.0f}%",
                    f"{g['registers']:.0f} registers a thread",
                    f"{l04['gemm_tma_probe', 1]['ncu']['sm_hz'] / 1e9:.2f} GHz",
                    f"{l04['gemm_tma_probe', 3]['ncu']['sm_hz'] / 1e9:.2f} GHz",

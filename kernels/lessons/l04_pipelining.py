@@ -274,7 +274,8 @@ def print_trace(records, t):
     print("stages | GEMM ms | a step against one stage's: model, traced | cycles per step (median): step, "
           "waiting for tiles, issuing wgmma, waiting for wgmma")
     for r in trace_rows(records, t):
-        print(f"{r['stages']:6d} | {r['ms']:7.3f} | {r['model']:31.2f}  {r['traced']:6.2f} | {r['cycles_per_step']:30.0f}"
+        print(f"{r['stages']:6d} | {r['ms']:7.3f} | {r['model']:31.2f}  {r['traced']:6.2f} | "
+              f"{r['cycles_per_step']:30.0f}"
               f"  {r['tma_wait']:17.0f}  {r['mma_issue']:13.0f}  {r['mma_wait']:16.0f}")
 
 

@@ -46,7 +46,8 @@ class Target:
 
 def _read(width, swizzled):
     return Target("06", f"read{width}_{'swizzled' if swizzled else 'plain'}", (READ_BLOCKS * READ["rows"], 64),
-                  rf"column_read<{width}, {int(swizzled)}>", {"width": width, "swizzle": "128B" if swizzled else "none", "iters": READ["iters"],
+                  rf"column_read<{width}, {int(swizzled)}>",
+                  {"width": width, "swizzle": "128B" if swizzled else "none", "iters": READ["iters"],
                                    **derived_read(128 if swizzled else 0, width)}, kind="read")
 
 
@@ -191,7 +192,8 @@ def figures(lesson):
     except ncu.NcuError as e:
         store = results.recorded()
         found = store.select(lesson, "ncu")
-        return measure.Run(found, f"{measure.recorded_label(store, found)} (ncu could not profile here: {ncu.reason(e)})")
+        why = f"ncu could not profile here: {ncu.reason(e)}"
+        return measure.Run(found, f"{measure.recorded_label(store, found)} ({why})")
 
 
 # ---- what each lesson reads ------------------------------------------------------------------------------
@@ -230,7 +232,8 @@ COLUMNS = {
            counter("fixed wait", "stall_wait", "{:.2f}"), CLOCK],
     "03": [*DRAM, counter("L2 % of peak", "l2_pct", "{:.0f}%"), counter("SM % of peak", "sm_pct", "{:.0f}%"),
            counter("warps active", "warps_active_pct", "{:.0f}%"), counter("issue", "issue_pct", "{:.0f}%"),
-           counter("long scoreboard", "stall_long_scoreboard", "{:.0f}"), counter("barrier", "stall_barrier", "{:.0f}")],
+           counter("long scoreboard", "stall_long_scoreboard", "{:.0f}"),
+           counter("barrier", "stall_barrier", "{:.0f}")],
     "04": [TFLOPS, counter("tensor pipe", "tensor_pct", "{:.1f}%"), counter("DRAM % of peak", "dram_pct", "{:.0f}%"),
            CLOCK, counter("warps active", "warps_active_pct", "{:.1f}%"), counter("issue", "issue_pct", "{:.0f}%"),
            counter("barrier", "stall_barrier", "{:.2f}"), counter("wgmma", "stall_gmma", "{:.2f}")],
