@@ -8,6 +8,15 @@ import kernels  # noqa: E402  (picks the mode before any kernel module is import
 gpu_only = pytest.mark.skipif(kernels.MODE == "cpu", reason="needs a CUDA GPU")
 cpu_only = pytest.mark.skipif(kernels.MODE != "cpu", reason="interpreter-mode behaviour")
 
+def prose(notebook):
+    """The markdown of ``notebooks/<notebook>.ipynb``, its whitespace runs made single spaces: what a test holds the
+    figures a lesson states to (a sentence may break at any word)."""
+    import nbformat
+    from pathlib import Path
+    cells = nbformat.read(Path(__file__).parents[1] / "notebooks" / f"{notebook}.ipynb", 4).cells
+    return " ".join(" ".join(c.source for c in cells if c.cell_type == "markdown").split())
+
+
 # what a widget's refusal must name: the limit it hit, not a traceback (test_widgets, test_browser)
 REFUSAL_LIMITS = ("shared memory", "TMA", "box", "needs a CUDA GPU", "Hopper GPU")
 

@@ -5,6 +5,7 @@ import math
 from pathlib import Path
 
 import pytest
+from conftest import prose
 
 import kernels
 from kernels.lab import kernel_trace as kt
@@ -92,12 +93,9 @@ def test_a_traced_gemm_still_computes_a_times_b_every_cta_is_seen_and_nothing_is
 
 def test_lesson_04_quotes_the_recorded_trace():
     """Every figure section 3 states of the trace is the recorded one, as printed."""
-    import nbformat
-
     from kernels.lab import results
     from kernels.lessons import l04_pipelining as lesson
-    nb = nbformat.read(Path(__file__).parents[1] / "notebooks" / "04_pipelining.ipynb", 4)
-    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    text = prose("04_pipelining")
     recs = results.recorded().select("04", "trace")
     t = lesson.probe_times(results.recorded().select("04", "model"))
     rows = {r["stages"]: r for r in lesson.trace_rows(recs, t)}
@@ -108,9 +106,9 @@ def test_lesson_04_quotes_the_recorded_trace():
         assert f"{figure:,.0f}" in text, figure
     assert rows[3]["cycles_per_step"] == rows[4]["cycles_per_step"] and rows[3]["mma_wait"] == rows[4]["mma_wait"]
     kept = [r["steps"] / r["warps"] for r in rows.values()]
-    assert "last 250 to 340 steps" in " ".join(text.split()) and 250 <= min(kept) and max(kept) <= 340
+    assert "last 250 to 340 steps" in text and 250 <= min(kept) and max(kept) <= 340
     assert f"{rows[2]['model']:.2f} (model) and {rows[2]['traced']:.2f} (traced) at two stages" in text
-    assert f"{rows[3]['model']:.2f} and {rows[3]['traced']:.2f}\n  at three and four" in text
+    assert f"{rows[3]['model']:.2f} and {rows[3]['traced']:.2f} at three and four" in text
     for ratio in ("model", "traced"):  # "at three and four": one figure for both
         assert f"{rows[4][ratio]:.2f}" == f"{rows[3][ratio]:.2f}"
     ttgir = (DATA / "probe_s1.ttgir").read_text()
@@ -121,12 +119,9 @@ def test_lesson_04_compares_the_trace_with_the_plain_kernel_as_recorded():
     """Section 8's traps: the cycle ratio, the same in time at ncu's clocks, ncu's and do_bench's ratios, and the
     plain kernel's step (ncu's duration x its clock / the steps of the SMs that walk the most tiles) beside the
     traced median."""
-    import nbformat
-
     from kernels.lab import results
     from kernels.lessons import l04_pipelining as lesson
-    nb = nbformat.read(Path(__file__).parents[1] / "notebooks" / "04_pipelining.ipynb", 4)
-    text = " ".join(" ".join(c.source for c in nb.cells if c.cell_type == "markdown").split())
+    text = prose("04_pipelining")
     store = results.recorded()
     tr = {r["config"]["stages"]: r for r in store.select("04", "trace")}
     nc = {r["config"]["stages"]: r for r in store.select("04", "ncu", "gemm_tma_probe")}

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import prose
 
 import kernels
 from kernels.lab import measure, ncu, results
@@ -18,7 +19,6 @@ from kernels.lessons import profiled
 
 # ncu's own output on the H200 (python -m kernels.tools.profile --raw ...), cut to the columns the tool reads
 TABLE = Path(__file__).parent / "data" / "ncu_h200.csv"
-NOTEBOOKS = Path(__file__).parents[1] / "notebooks"
 
 
 def test_ncu_table_is_read_into_one_record_per_target():
@@ -172,10 +172,8 @@ def test_profiling_on_the_gpu_finds_what_the_lessons_say(tmp_path):
 
 def test_the_lessons_prose_quotes_the_recorded_profile():
     """Every ncu figure a lesson's prose states is the recorded one, rounded as printed."""
-    import nbformat
-    text = {n: " ".join(" ".join(c.source for c in nbformat.read(NOTEBOOKS / f"{n}.ipynb", 4).cells
-                                 if c.cell_type == "markdown").split())
-            for n in ("01_naive_loads", "02_cp_async", "03_tma_descriptors", "04_pipelining", "06_tma_by_hand")}
+    text = {n: prose(n) for n in ("01_naive_loads", "02_cp_async", "03_tma_descriptors", "04_pipelining",
+                                  "06_tma_by_hand")}
     l01, l02 = _recorded("01"), _recorded("02")
     tile, cols = l01["copy_tile", None], l01["copy_cols", None]
     assert f"{profiled.dram_bytes(cols) / profiled.copied(cols):.1f} times" in text["01_naive_loads"]
@@ -215,9 +213,7 @@ def test_the_lessons_prose_quotes_the_recorded_profile():
 
 
 def test_lesson_06_quotes_the_recorded_mio_throttle():
-    import nbformat
-    text = " ".join(" ".join(c.source for c in nbformat.read(NOTEBOOKS / "06_tma_by_hand.ipynb", 4).cells
-                             if c.cell_type == "markdown").split())
+    text = prose("06_tma_by_hand")
     l06 = _recorded("06")
     four, sixteen = l06["read4_plain", None]["ncu"], l06["read16_plain", None]["ncu"]
     assert f"({four['stall_mio_throttle']:.0f} and {sixteen['stall_mio_throttle']:.0f} per issue" in text

@@ -111,9 +111,8 @@ def launch(target):
                                                   stages=cfg["stages"], ctas_per_sm=cfg["ctas_per_sm"],
                                                   swizzle=cfg["swizzle"], check=False)}
         return fns[t.name], y, x
-    M, N, K = t.shape
-    a, b = bench.randn(M, K), bench.randn(K, N)
-    c = torch.full((M, N), float("nan"), device=a.device, dtype=a.dtype)
+    a, b, c = bench.gemm_operands(*t.shape)
+    c.fill_(float("nan"))
     tile = {k: cfg[k] for k in ("BLOCK_M", "BLOCK_N", "BLOCK_K", "stages") if k in cfg}
     fns = {"cublas": lambda: torch.matmul(a, b, out=c),
            "gemm_pointer": lambda: gemm.matmul(a, b, out=c, **tile),
