@@ -56,7 +56,33 @@ def test_a_custom_scale_and_the_flop_count():
     assert att.flops(2, 16, 4096, 4096, 128, causal=True) == att.flops(2, 16, 4096, 4096, 128) // 2
 
 
+@pytest.mark.parametrize("splits", [2, 3, 8])
+def test_split_kv_decode_matches_sdpa(splits):
+    """The decode path: one query (and a few) a sequence, the keys split among programs and combined; a ragged
+    seq_k, so the last split is short and its last tile masked; causal with one query is the same as none."""
+    for seq_q in (1, 3):
+        seq_k = random.randint(300, 3000 if MODE != "cpu" else 700)
+        q = torch.randn(2, 3, seq_q, 64, dtype=torch.float16, device=DEVICE)
+        k, v = (torch.randn(2, 3, seq_k, 64, dtype=torch.float16, device=DEVICE) for _ in range(2))
+        o = torch.full_like(q, float("nan"))
+        att.attention(q, k, v, causal=seq_q == 1, splits=splits, out=o, **({} if MODE != "cpu" else
+                                                                            dict(att.DECODE, BLOCK_N=64)))
+        err = (o.float() - reference(q, k, v, False)).abs().max().item()
+        assert err < 4e-3, f"splits={splits} seq_q={seq_q} seq_k={seq_k}: {err}"
+
+
+def test_decode_splits_fill_one_wave():
+    assert att.decode_splits(32, 16384, 132) == 4        # 128 programs
+    assert att.decode_splits(128, 16384, 132) == 1       # a wave already
+    assert att.decode_splits(1, 2048, 132) == 4          # 4 tiles of 128 keys a split at least
+    assert att.decode_splits(1, 100, 132) == 1
+
+
 @pytest.mark.parametrize("bad, words", [
+    (lambda q: dict(q=q, k=q, v=q, scale=-1.0), "scale -1.0; it must be positive"),
+    (lambda q: dict(q=q, k=q, v=q, causal=True, splits=2), "split-KV is the decode path"),
+    (lambda q: dict(q=q, k=q, v=q, splits=0), "split-KV is the decode path"),
+    (lambda q: dict(q=q, k=q[:, :, :0], v=q[:, :, :0]), "seq_k 0: both must be at least 1"),
     (lambda q: dict(q=q.float(), k=q.float(), v=q.float()), "float16 or bfloat16"),
     (lambda q: dict(q=q, k=q.to(torch.bfloat16), v=q), "the same for all three"),
     (lambda q: dict(q=q[..., :32].contiguous(), k=q[..., :32].contiguous(), v=q[..., :32].contiguous()),

@@ -12,7 +12,12 @@ head_dim) with a (1, BLOCK, head_dim) box, so that a box past a sequence's end r
 store past it is clipped, never another head's rows: any sequence length works. Keys past the end are masked to
 -inf before the softmax. ``causal``: query i sees keys 0..i; the programs skip the K/V tiles wholly above the
 diagonal. Only the tiles that need it are masked: a program walks the tiles all its rows see whole first, without
-a mask, then the ones on the diagonal or at the ragged end, masked (as FlashAttention's kernels split them)."""
+a mask, then the ones on the diagonal or at the ragged end, masked (as FlashAttention's kernels split them).
+
+Decode (one query a sequence, a long K/V): one program per (batch, head) leaves most SMs idle when batch x heads is
+small, so ``splits`` > 1 gives each split of the keys a program of its own (``split_kernel``: its partial sums,
+unnormalised, with its running maximum and sum), and ``combine_kernel`` rescales them to the largest maximum and
+adds them up: the online softmax once more, across programs (split-KV; Dao et al., Flash-Decoding, 2023)."""
 import math
 
 import torch
@@ -37,18 +42,18 @@ def _kv_tiles(acc, l_i, m_i, q, k_desc, v_desc, bh, lo, hi, rows, seq_k, offset,
     # diagonal (key j is seen by query i when j <= i + offset), so the tile is masked and a row may see no key yet
     for start_n in tl.range(lo, hi, BLOCK_N, num_stages=stages):
         k = k_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        s = tl.dot(q, k.T) * qk_scale
+        s = tl.dot(q, k.T)  # raw scores: the scale goes in once per row below, and into exp2's argument as one FMA
         if MASK:
             cols = start_n + tl.arange(0, BLOCK_N)
             keep = cols[None, :] < seq_k
             if CAUSAL:
                 keep = keep & (cols[None, :] <= rows[:, None] + offset)
             s = tl.where(keep, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
+        m_new = tl.maximum(m_i, tl.max(s, 1) * qk_scale)  # running maximum of the scaled (base-2) logits
         shift = m_new
         if MASK:  # a row that has seen no key yet has m_new = -inf: shift it by 0, so that exp2 gives 0, not NaN
             shift = tl.where(m_new == float("-inf"), 0.0, m_new)
-        p = tl.math.exp2(s - shift[:, None])
+        p = tl.math.exp2(s * qk_scale - shift[:, None])
         alpha = tl.math.exp2(m_i - shift)  # how much the old maximum overstated: rescale what was summed with it
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
@@ -101,29 +106,114 @@ def _check(q, k, v):
     if k.shape[:2] != (B, H) or v.shape != k.shape or k.shape[3] != D:
         raise ArgumentError(f"attention: q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}: k and v must "
                             "share a shape, and batch, heads and head_dim must be q's")
+    if q.shape[2] == 0 or k.shape[2] == 0:
+        raise ArgumentError(f"attention: seq_q {q.shape[2]}, seq_k {k.shape[2]}: both must be at least 1")
     if D not in HEAD_DIMS:
         raise ArgumentError(f"attention: head_dim {D}; this kernel is built for {HEAD_DIMS}")
 
 
-def attention(q, k, v, causal=False, scale=None, BLOCK_M=128, BLOCK_N=64, stages=2, num_warps=8, out=None):
+# the fastest tile of lesson 09's sweep on the H200 (run "tiles", 4 x (2048 / head_dim) heads x 4096, fp16), per
+# head dim: with 4 warps (one warpgroup) and a 2- or 3-stage ring, two blocks fit an SM, and one block's softmax
+# runs while the other's GEMMs do (our reading of why 4 warps beat 8 here: not measured apart)
+CONFIGS = {128: dict(BLOCK_M=128, BLOCK_N=64, stages=2, num_warps=4),
+           64: dict(BLOCK_M=128, BLOCK_N=128, stages=3, num_warps=4)}
+DECODE = dict(BLOCK_M=16, BLOCK_N=128, stages=3, num_warps=4)  # one query a sequence: the smallest tl.dot tile
+
+
+def attention(q, k, v, causal=False, scale=None, BLOCK_M=None, BLOCK_N=None, stages=None, num_warps=None, splits=1,
+              out=None):
     """O = softmax(Q K^T * scale) V over (batch, heads, seq, head_dim) tensors, as
     ``torch.nn.functional.scaled_dot_product_attention`` with ``is_causal=causal`` (for seq_q != seq_k, the causal
-    mask aligned at the sequences' ends, as SDPA's bottom-right mask). ``scale``: 1/sqrt(head_dim) by default."""
+    mask aligned at the sequences' ends, as SDPA's bottom-right mask). ``scale``: 1/sqrt(head_dim) by default.
+    Tiles left as None take ``CONFIGS[head_dim]``. ``splits`` > 1 splits the keys among that many programs per query
+    block (split-KV, for decode: ``decode_splits``), each writing its partial sums, and a second kernel combines
+    them."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     _check(q, k, v)
     B, H, seq_q, D = q.shape
     seq_k = k.shape[2]
-    o = operands.out("attention", out, q.shape, q, "flat")
+    given = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, num_warps=num_warps)
+    cfg = {**CONFIGS[D], **{name: x for name, x in given.items() if x is not None}}
     scale = 1.0 / math.sqrt(D) if scale is None else scale
+    if not scale > 0:
+        raise ArgumentError(f"attention: scale {scale}; it must be positive (the kernel scales each row's maximum)")
+    if causal and seq_q == 1:
+        causal = False  # aligned at the ends, the one query sees every key: the same mask as none
+    if splits != 1 and (causal or not isinstance(splits, int) or splits < 1):
+        raise ArgumentError(f"attention: splits={splits!r} with causal={causal}: split-KV is the decode path, a "
+                            "whole number of splits, without a causal mask (one query a sequence sees every key)")
+    o = operands.out("attention", out, q.shape, q, "flat")
+    BM, BN = cfg["BLOCK_M"], cfg["BLOCK_N"]
     descs = [TensorDescriptor.from_tensor(t.view(B * H, t.shape[2], D), [1, block, D])
-             for t, block in ((q, BLOCK_M), (k, BLOCK_N), (v, BLOCK_N), (o, BLOCK_M))]
-    grid = (triton.cdiv(seq_q, BLOCK_M), B * H)
+             for t, block in ((q, BM), (k, BN), (v, BN), (o, BM))]
+    launch = dict(BLOCK_M=BM, BLOCK_N=BN, HEAD_DIM=D, stages=cfg["stages"], num_warps=cfg["num_warps"])
     try:
-        attention_kernel[grid](*descs, seq_q, seq_k, scale * LOG2E, BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=D,
-                               CAUSAL=causal, stages=stages, num_warps=num_warps)
+        if splits == 1:
+            attention_kernel[(triton.cdiv(seq_q, BM), B * H)](*descs, seq_q, seq_k, scale * LOG2E, CAUSAL=causal,
+                                                              **launch)
+            return o
+        chunk = triton.cdiv(triton.cdiv(seq_k, splits), BN) * BN  # whole tiles a split: only the last is ragged
+        splits = triton.cdiv(seq_k, chunk)
+        part = torch.empty(splits, B * H * seq_q, D, dtype=torch.float32, device=q.device)
+        ml = torch.empty(splits, B * H * seq_q, 2, dtype=torch.float32, device=q.device)
+        split_kernel[(triton.cdiv(seq_q, BM), B * H, splits)](*descs[:3], part, ml, seq_q, seq_k, scale * LOG2E,
+                                                              chunk, **launch)
+        combine_kernel[(B * H * seq_q,)](part, ml, o, B * H * seq_q, splits, SPLITS=triton.next_power_of_2(splits),
+                                         HEAD_DIM=D)
     except OutOfResources as e:
-        raise overflow(e, BLOCK_M, BLOCK_N, D, stages, q.element_size()) from None
+        raise overflow(e, BM, BN, D, cfg["stages"], q.element_size()) from None
     return o
+
+
+def decode_splits(programs, seq_k, sms, BLOCK_N=DECODE["BLOCK_N"]):
+    """Splits of the keys for ``programs`` query blocks (batch x heads, at decode): doubled while the grid stays
+    within one wave of ``sms`` and each split keeps at least 4 K/V tiles. 32 heads of one sequence on 132 SMs:
+    4 splits, 128 programs (lesson 09 measures 1 to 64)."""
+    splits = 1
+    while 2 * splits * programs <= sms and seq_k >= 2 * splits * 4 * BLOCK_N:
+        splits *= 2
+    return splits
+
+
+@triton.jit
+def split_kernel(q_desc, k_desc, v_desc, part_ptr, ml_ptr, seq_q, seq_k, qk_scale, chunk,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, stages: tl.constexpr):
+    # program (m, bh, s): rows m*BLOCK_M.. of Q against keys [s * chunk, s * chunk + chunk), no causal mask; writes
+    # its unnormalised acc and its m and l (fp32) for combine_kernel
+    start_m, bh, sp = tl.program_id(0) * BLOCK_M, tl.program_id(1), tl.program_id(2)
+    q = q_desc.load([bh, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
+    rows = start_m + tl.arange(0, BLOCK_M)
+    m_i = tl.full((BLOCK_M,), float("-inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, HEAD_DIM), tl.float32)
+    lo = sp * chunk
+    hi = tl.minimum(lo + chunk, seq_k)
+    full = lo + (hi - lo) // BLOCK_N * BLOCK_N
+    acc, l_i, m_i = _kv_tiles(acc, l_i, m_i, q, k_desc, v_desc, bh, lo, full, rows, seq_k, 0, qk_scale,
+                              BLOCK_N, HEAD_DIM, False, False, stages)
+    acc, l_i, m_i = _kv_tiles(acc, l_i, m_i, q, k_desc, v_desc, bh, full, hi, rows, seq_k, 0, qk_scale,
+                              BLOCK_N, HEAD_DIM, True, False, stages)
+    row = (sp * tl.num_programs(1) + bh) * seq_q + rows  # (split, bh, query) rows of part and ml
+    ok = rows < seq_q
+    d = tl.arange(0, HEAD_DIM)
+    tl.store(part_ptr + row[:, None] * HEAD_DIM + d[None, :], acc, mask=ok[:, None])
+    tl.store(ml_ptr + 2 * row, m_i, mask=ok)
+    tl.store(ml_ptr + 2 * row + 1, l_i, mask=ok)
+
+
+@triton.jit
+def combine_kernel(part_ptr, ml_ptr, o_ptr, n_rows, splits, SPLITS: tl.constexpr, HEAD_DIM: tl.constexpr):
+    # program r: one (bh, query) row; each split's sums rescaled to the largest maximum, as the online softmax does
+    r = tl.program_id(0)
+    s = tl.arange(0, SPLITS)
+    ok = s < splits
+    m = tl.load(ml_ptr + 2 * (s * n_rows + r), mask=ok, other=float("-inf"))
+    l = tl.load(ml_ptr + 2 * (s * n_rows + r) + 1, mask=ok, other=0.0)
+    w = tl.math.exp2(m - tl.max(m, 0))
+    d = tl.arange(0, HEAD_DIM)
+    acc = tl.load(part_ptr + (s * n_rows + r)[:, None] * HEAD_DIM + d[None, :], mask=ok[:, None], other=0.0)
+    o = tl.sum(acc * w[:, None], 0) / tl.sum(l * w, 0)
+    tl.store(o_ptr + r * HEAD_DIM + d, o.to(o_ptr.dtype.element_ty))
 
 
 def overflow(e, BLOCK_M, BLOCK_N, head_dim, stages, esize=2):
