@@ -87,6 +87,18 @@ def count_sass(sass) -> Counter:
     return c
 
 
+def opcodes(sass) -> Counter:
+    """Every SASS instruction counted by its full mnemonic (``MUFU.EX2``) and by its opcode alone (``MUFU``)."""
+    c = Counter()
+    for line in sass.splitlines():
+        m = _SASS_OP.match(line)
+        if m:
+            c[m.group(1)] += 1
+            if "." in m.group(1):
+                c[m.group(1).split(".")[0]] += 1
+    return c
+
+
 def lines(ptx, *prefixes, limit=6):
     """The first ``limit`` PTX lines whose opcode starts with one of ``prefixes``."""
     hits = [text for op, text in ptx_ops(ptx) if op.startswith(prefixes)]

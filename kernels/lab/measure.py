@@ -184,7 +184,7 @@ def versus(q: Query) -> Figure:
     b = store.baseline_of(r) if r else None
     if r is None or b is None:
         raise NoRecord(f"no recorded measurement of {q.name} {q.config} at {list(q.shape)} ({store.label})")
-    return Figure(r[q.unit], b[q.unit], q.unit, recorded_label(store))
+    return Figure(r[q.unit], b[q.unit], q.unit, recorded_label(store, [r, b]))
 
 
 def sm_count(t=None):

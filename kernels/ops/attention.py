@@ -37,10 +37,10 @@ LOG2E = 1.4426950408889634  # softmax in base 2: exp(x) = exp2(x * log2(e)), one
 @triton.jit
 def _kv_tiles(acc, l_i, m_i, q, k_desc, v_desc, bh, lo, hi, rows, seq_k, offset, qk_scale,
               BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASK: tl.constexpr, CAUSAL: tl.constexpr,
-              stages: tl.constexpr):
+              stages: tl.constexpr, WARP_SPECIALIZE: tl.constexpr = False):
     # the K/V tiles [lo, hi) of one program's rows; MASK: some key of a tile is past the end or, causal, above the
     # diagonal (key j is seen by query i when j <= i + offset), so the tile is masked and a row may see no key yet
-    for start_n in tl.range(lo, hi, BLOCK_N, num_stages=stages):
+    for start_n in tl.range(lo, hi, BLOCK_N, num_stages=stages, warp_specialize=WARP_SPECIALIZE):
         k = k_desc.load([bh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
         s = tl.dot(q, k.T)  # raw scores: the scale goes in once per row below, and into exp2's argument as one FMA
         if MASK:
@@ -66,7 +66,8 @@ def _kv_tiles(acc, l_i, m_i, q, k_desc, v_desc, bh, lo, hi, rows, seq_k, offset,
 @triton.jit
 def attention_kernel(q_desc, k_desc, v_desc, o_desc, seq_q, seq_k, qk_scale,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                     CAUSAL: tl.constexpr, stages: tl.constexpr):
+                     CAUSAL: tl.constexpr, stages: tl.constexpr,
+                     WARP_SPECIALIZE: tl.constexpr = False):
     # program (m, bh): rows m*BLOCK_M.. of Q for (batch, head) bh; qk_scale = softmax scale * log2(e)
     start_m, bh = tl.program_id(0) * BLOCK_M, tl.program_id(1)
     q = q_desc.load([bh, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
@@ -83,9 +84,9 @@ def attention_kernel(q_desc, k_desc, v_desc, o_desc, seq_q, seq_k, qk_scale,
         full = tl.minimum(full, tl.maximum(start_m + offset + 1, 0) // BLOCK_N * BLOCK_N)
         hi = tl.minimum(seq_k, tl.maximum(start_m + BLOCK_M + offset, 0))
     acc, l_i, m_i = _kv_tiles(acc, l_i, m_i, q, k_desc, v_desc, bh, 0, full, rows, seq_k, offset, qk_scale,
-                              BLOCK_N, HEAD_DIM, False, CAUSAL, stages)
+                              BLOCK_N, HEAD_DIM, False, CAUSAL, stages, WARP_SPECIALIZE)
     acc, l_i, m_i = _kv_tiles(acc, l_i, m_i, q, k_desc, v_desc, bh, full, hi, rows, seq_k, offset, qk_scale,
-                              BLOCK_N, HEAD_DIM, True, CAUSAL, stages)
+                              BLOCK_N, HEAD_DIM, True, CAUSAL, stages, WARP_SPECIALIZE)
     out = acc / tl.where(l_i == 0.0, 1.0, l_i)[:, None]  # a row that saw no key (causal, seq_q > seq_k) is 0
     o_desc.store([bh, start_m, 0], out.to(q.dtype).reshape(1, BLOCK_M, HEAD_DIM))
 
@@ -112,11 +113,13 @@ def _check(q, k, v):
         raise ArgumentError(f"attention: head_dim {D}; this kernel is built for {HEAD_DIMS}")
 
 
-# the fastest tile of lesson 09's sweep on the H200 (run "tiles", 4 x (2048 / head_dim) heads x 4096, fp16), per
-# head dim: with 4 warps (one warpgroup) and a 2- or 3-stage ring, two blocks fit an SM, and one block's softmax
-# runs while the other's GEMMs do (our reading of why 4 warps beat 8 here: not measured apart)
-CONFIGS = {128: dict(BLOCK_M=128, BLOCK_N=64, stages=2, num_warps=4),
-           64: dict(BLOCK_M=128, BLOCK_N=128, stages=3, num_warps=4)}
+# per (head dim, causal), the fastest of the tiles lesson 09's sweep ranked first, timed again in turn with cuDNN on
+# the H200 (4 warps: one warpgroup, and two blocks or more an SM by shared memory); causal at head dim 128 keeps a
+# 128-row Q tile (a 64-row tile against 128 keys wastes half of each diagonal tile; our reading, not measured apart)
+CONFIGS = {(128, False): dict(BLOCK_M=64, BLOCK_N=128, stages=1, num_warps=4),
+           (128, True): dict(BLOCK_M=128, BLOCK_N=64, stages=2, num_warps=4),
+           (64, False): dict(BLOCK_M=128, BLOCK_N=128, stages=3, num_warps=4),
+           (64, True): dict(BLOCK_M=64, BLOCK_N=128, stages=2, num_warps=4)}
 DECODE = dict(BLOCK_M=16, BLOCK_N=128, stages=3, num_warps=4)  # one query a sequence: the smallest tl.dot tile
 
 
@@ -125,20 +128,20 @@ def attention(q, k, v, causal=False, scale=None, BLOCK_M=None, BLOCK_N=None, sta
     """O = softmax(Q K^T * scale) V over (batch, heads, seq, head_dim) tensors, as
     ``torch.nn.functional.scaled_dot_product_attention`` with ``is_causal=causal`` (for seq_q != seq_k, the causal
     mask aligned at the sequences' ends, as SDPA's bottom-right mask). ``scale``: 1/sqrt(head_dim) by default.
-    Tiles left as None take ``CONFIGS[head_dim]``. ``splits`` > 1 splits the keys among that many programs per query
-    block (split-KV, for decode: ``decode_splits``), each writing its partial sums, and a second kernel combines
-    them."""
+    Tiles left as None take ``CONFIGS[head_dim, causal]``. ``splits`` > 1 splits the keys among that many programs
+    per query block (split-KV, for decode: ``decode_splits``), each writing its partial sums, and a second kernel
+    combines them."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     _check(q, k, v)
     B, H, seq_q, D = q.shape
     seq_k = k.shape[2]
     given = dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, stages=stages, num_warps=num_warps)
-    cfg = {**CONFIGS[D], **{name: x for name, x in given.items() if x is not None}}
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     if not scale > 0:
         raise ArgumentError(f"attention: scale {scale}; it must be positive (the kernel scales each row's maximum)")
     if causal and seq_q == 1:
         causal = False  # aligned at the ends, the one query sees every key: the same mask as none
+    cfg = {**CONFIGS[D, causal], **{name: x for name, x in given.items() if x is not None}}
     if splits != 1 and (causal or not isinstance(splits, int) or splits < 1):
         raise ArgumentError(f"attention: splits={splits!r} with causal={causal}: split-KV is the decode path, a "
                             "whole number of splits, without a causal mask (one query a sequence sees every key)")
