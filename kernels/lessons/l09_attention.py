@@ -46,7 +46,7 @@ def sdpa(backend, q, k, v, causal=False):
 
 
 def reference(q, k, v, causal=False):
-    """SDPA in fp32 (the math backend on the CPU), causal aligned at the sequences' ends; a row that sees no key is 0."""
+    """SDPA in fp32, causal aligned at the sequences' ends (SDPA's bottom-right mask); a row that sees no key is 0."""
     seq_q, seq_k = q.shape[2], k.shape[2]
     mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).tril(seq_k - seq_q) if causal else None
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
@@ -70,7 +70,7 @@ def measure_versus():
                     o = torch.empty_like(q)
                     variants = [(f"sdpa_{b}", {"causal": causal}, functools.partial(sdpa, b, q, k, v, causal))
                                 for b in BACKENDS]
-                    variants.append(("attention", {"causal": causal, **att.CONFIGS[D]},
+                    variants.append(("attention", {"causal": causal, **att.CONFIGS[D, causal]},
                                      lambda: att.attention(q, k, v, causal=causal, out=o)))
                     recs = measure.timed(variants, o, sdpa("cudnn", q, k, v, causal), 1e-2,
                                          checked=lambda name, cfg: name == "attention", shape=(B, H, S, D),
@@ -239,8 +239,9 @@ def descriptors(B, H, S, D, BLOCK_M, BLOCK_N, dtype=torch.float16):
 
 
 def compile_sm90(head_dim=128, causal=False, warp_specialize=False, **tile):
-    """The kernel's sm_90 code at the benchmark's 4k shape (``CONFIGS[head_dim]`` unless ``tile`` says otherwise)."""
-    cfg = {**att.CONFIGS[head_dim], **tile}
+    """The kernel's sm_90 code at the benchmark's 4k shape (``CONFIGS[head_dim, causal]`` unless ``tile`` says
+    otherwise)."""
+    cfg = {**att.CONFIGS[head_dim, causal], **tile}
     B, H, S, D = shape(4096, head_dim)
     return aot.compile_sm90(att.attention_kernel, *descriptors(B, H, S, D, cfg["BLOCK_M"], cfg["BLOCK_N"]), S, S,
                             att.LOG2E / math.sqrt(D), BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], HEAD_DIM=D,
@@ -256,6 +257,18 @@ def evidence(compiled):
             "wgmma (HGMMA)": c["HGMMA"], "mbarrier (SYNCS)": c["SYNCS"], "exp2 (MUFU.EX2)": ops["MUFU.EX2"],
             "plain global stores (STG)": sum(v for k, v in c.items() if k.startswith("STG ")),
             "register re-allocation (USETMAXREG)": ops["USETMAXREG"]}
+
+
+SM_SHARED = 233_472   # shared memory per SM on Hopper (228 KiB), of which each resident block also reserves 1 KiB
+SM_REGISTERS = 65_536  # 32-bit registers per SM
+
+
+def blocks_per_sm(compiled):
+    """(by registers, by shared memory): how many blocks of ``compiled`` one SM can hold, from what ptxas allotted
+    (``isa.resources``: registers per thread, allocated per warp in units of 256) and the compiled shared memory."""
+    regs = isa.resources(compiled.cubin)["REG"]
+    per_warp = -(-regs * 32 // 256) * 256
+    return SM_REGISTERS // (per_warp * compiled.num_warps), SM_SHARED // (compiled.shared + 1024), regs
 
 
 # ---- the widget ------------------------------------------------------------------------------------------------
@@ -303,10 +316,11 @@ class AttentionTiles(Widget):
     def evidence(self, cfg, compiled):
         e = evidence(compiled)
         D, BN = cfg["head_dim"], cfg["BLOCK_N"]
-        blocks = smem.HOPPER_LIMIT // compiled.shared if compiled.shared else 0
+        by_regs, by_smem, regs = blocks_per_sm(compiled)
         return [f"one stage: a K and a V tile, {BN} x {D} fp16 each = {2 * BN * D * 2 // 1024} KiB; Q's (and O's) "
-                f"tile {cfg['BLOCK_M']} x {D} = {cfg['BLOCK_M'] * D * 2 // 1024} KiB; "
-                f"{min(blocks, 2)}{'+' if blocks > 2 else ''} block(s) an SM by shared memory",
+                f"tile {cfg['BLOCK_M']} x {D} = {cfg['BLOCK_M'] * D * 2 // 1024} KiB",
+                f"blocks an SM: {min(by_regs, by_smem)} ({by_regs} by registers, {regs} a thread; {by_smem} by shared "
+                "memory)",
                 f"code: {e['TMA loads (UTMALDG)']} UTMALDG, {e['wgmma (HGMMA)']} HGMMA, {e['exp2 (MUFU.EX2)']} "
                 f"MUFU.EX2 ({compiled.origin})"]
 
@@ -330,7 +344,12 @@ RUNS = {"versus": measure_versus, "decode": measure_decode, "tiles": lambda: att
 
 
 def tiles():
-    """The widget's sweep: measured now on a Hopper GPU (two minutes), else the recorded one."""
+    """The widget's sweep: the recorded one wherever one is recorded (it compiles and times every setting, two
+    minutes: redo it with ``python -m kernels.tools.record 09:tiles``), else measured now on a Hopper GPU."""
+    store = recorded_results.recorded()
+    found = store.select(LESSON, "tiles")
+    if found:
+        return measure.Run(found, measure.recorded_label(store, found))
     return measure.run(LESSON, "tiles", RUNS["tiles"], NEEDS)
 
 

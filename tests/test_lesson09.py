@@ -1,0 +1,104 @@
+"""Lesson 09's sentences against what they rest on: the recorded H200 runs (versus SDPA, decode, the tile sweep) and
+the kernel's sm_90 code. A new recording that contradicts the prose turns this red instead of leaving it stale."""
+import math
+
+import pytest
+
+import kernels  # noqa: F401  (first: the interpreter)
+from conftest import prose
+from kernels.lab import results
+from kernels.lessons import l09_attention as lesson
+from kernels.ops import attention as att
+
+TEXT = prose("09_attention")
+
+
+def _recorded(run):
+    found = results.recorded().select(lesson.LESSON, run)
+    assert found, f"no recorded lesson 09 run {run!r}: python -m kernels.tools.record 09:{run}"
+    return found
+
+
+def test_three_kernels_move_about_three_times_the_bytes():
+    assert "about 3x the fused bytes" in TEXT
+    for seq in (4096, 16384):
+        rows = lesson.movement(seq)
+        assert 2.9 <= rows[1][1] / rows[0][1] <= 3.0
+
+
+def test_cudnn_is_the_faster_backend_and_flash_far_behind():
+    assert "cuDNN is the faster backend at every point" in TEXT
+    for *_, ours, cudnn, flash in lesson.versus_rows(_recorded("versus")):
+        assert cudnn["ms"] < flash["ms"] and flash["tflops"] < 0.8 * ours["tflops"]
+
+
+def test_the_bars_are_as_the_lesson_states_them():
+    """Head dim 128: geometric means between 0.85x and 0.9x (rounded), below 0.9x at the shortest length; head dim 64:
+    geometric means about 0.94x, at most a few points below 0.9x."""
+    assert "geometric means over the lengths between 0.85x and 0.9x" in TEXT and "about 0.94x" in TEXT
+    records = _recorded("versus")
+    bars = lesson.bars(records)
+    assert len(bars) == 8
+    ratios = {}
+    for d, dtype, causal, seq, ours, cudnn, flash in lesson.versus_rows(records):
+        ratios[d, dtype, causal, seq] = lesson.ratio(ours, cudnn, flash)
+    for (d, dtype, causal), (low, mean, held) in bars.items():
+        if d == 128:
+            assert 0.845 <= mean <= 0.905 and not held
+            assert ratios[d, dtype, causal, 1024] < 0.9
+        else:
+            assert 0.925 <= mean <= 0.955
+    below = [k for k, r in ratios.items() if k[0] == 64 and r < 0.9]
+    assert len(below) <= 3, below
+
+
+def test_causal_runs_at_fewer_tflops_than_full():
+    rows = {(d, dtype, causal, seq): ours for d, dtype, causal, seq, ours, _, _ in lesson.versus_rows(_recorded("versus"))}
+    for (d, dtype, causal, seq), ours in rows.items():
+        if causal:
+            assert ours["tflops"] < rows[d, dtype, False, seq]["tflops"]
+
+
+def test_decode_as_the_lesson_states_it():
+    """One sequence: one split under 60% of cuDNN, the chosen splits within 5% of it, more splits than one wave lose;
+    128 programs or more: one split chosen, within 2% of cuDNN, and faster than the copy (as cuDNN)."""
+    assert "from under 60% of cuDNN's bandwidth to cuDNN's" in TEXT
+    for (B, H, _, S), at in lesson.decode_rows(_recorded("decode")):
+        chosen = next(r for r in at.values() if r["config"].get("chosen"))
+        assert chosen["config"]["splits"] == att.decode_splits(B * H, S, 132)
+        cudnn = at["sdpa_cudnn"]["gbps"]
+        if chosen["config"]["splits"] > 1:
+            assert at["split 1"]["gbps"] < 0.6 * cudnn and chosen["gbps"] >= 0.95 * cudnn
+            more = [r["gbps"] for n, r in at.items() if n.startswith("split")
+                    and r["config"]["splits"] > chosen["config"]["splits"]]
+            assert all(g < chosen["gbps"] for g in more)
+        else:
+            assert chosen["config"]["splits"] == 1 and chosen["gbps"] >= 0.98 * cudnn
+            assert min(chosen["gbps"], cudnn) > at["torch_copy"]["gbps"]
+
+
+def test_the_sweeps_fastest_tile_at_head_dim_128_is_one_stage():
+    assert "a one-stage 64 x 128 tile" in TEXT
+    (d, best), _ = lesson.best_tiles(_recorded("tiles"))
+    assert d == 128 and best[0][0] == dict(BLOCK_M=64, BLOCK_N=128, stages=1, num_warps=4)
+    assert att.CONFIGS[128, False] == best[0][0]
+
+
+def test_the_one_stage_tile_compiles_to_49_kib_and_three_blocks_an_sm():
+    assert "compiles to 49 KiB" in TEXT and "167 registers a thread, so three blocks share an SM" in TEXT
+    compiled = lesson.compile_sm90(128)
+    by_regs, by_smem, regs = lesson.blocks_per_sm(compiled)
+    assert math.ceil(compiled.shared / 1024) == 49 and regs == 167 and min(by_regs, by_smem) == 3
+
+
+@pytest.mark.parametrize("d, causal", list(att.CONFIGS))
+def test_every_course_tile_holds_two_blocks_an_sm_or_more(d, causal):
+    assert "so that two blocks or more fit an SM" in TEXT
+    by_regs, by_smem, _ = lesson.blocks_per_sm(lesson.compile_sm90(d, causal=causal))
+    assert min(by_regs, by_smem) >= 2
+
+
+def test_warp_specialize_changes_nothing_at_8_warps():
+    assert "compiles the same PTX at 8 warps" in TEXT
+    tile = dict(BLOCK_M=128, BLOCK_N=128, stages=3, num_warps=8)
+    assert lesson.compile_sm90(128, **tile).ptx == lesson.compile_sm90(128, warp_specialize=True, **tile).ptx
