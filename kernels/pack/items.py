@@ -1,6 +1,6 @@
 """The interview pack's ground floor: what an item is (``Item``: a prompt, its answer in three parts, where
-it comes from), the topics and levels, and every misconception and interview question of the nine lessons
-(00-08), read from the lesson notebooks themselves (they stay the single source). Nothing here imports the
+it comes from), the topics and levels, and every misconception and interview question of the ten lessons
+(00-09), read from the lesson notebooks themselves (they stay the single source). Nothing here imports the
 rest of the pack: ``extra`` adds the pack's own items, ``card`` the numbers card, ``deck`` deals them all.
 
 Topic: a lesson's items take its topic (``LESSON_TOPIC``), except the few in ``TOPIC_OVERRIDES``.
@@ -39,10 +39,11 @@ TOPICS = {
     "waves": "Waves, split-K & stream-K",
     "fp8": "FP8 on Hopper",
     "profiling": "Profiling a kernel",
+    "attention": "Attention: FlashAttention on Hopper",
 }
 LEVELS = {1: "warm-up", 2: "core", 3: "hard"}
 LESSON_TOPIC = {"00": "memory", "01": "loads", "02": "cp.async", "03": "tma", "04": "pipelining", "05": "tilelang",
-                "06": "tma-by-hand", "07": "waves", "08": "fp8"}
+                "06": "tma-by-hand", "07": "waves", "08": "fp8", "09": "attention"}
 
 # (lesson, words of the question or claim) -> topic, where the item is about an added topic
 TOPIC_OVERRIDES = {
@@ -147,6 +148,13 @@ QUESTION_LEVELS = {
     "08-q8": (2, 'How would you check that'),
     "08-q9": (2, 'Why compare against _scaled_mm with'),
     "08-q10": (3, 'Why does FP8 gain less'),
+    "09-q1": (2, 'How does FlashAttention avoid writing'),
+    "09-q2": (2, 'Write the online-softmax update for'),
+    "09-q3": (2, 'How many bytes does one'),
+    "09-q4": (3, 'What limits a FlashAttention-2-style kernel'),
+    "09-q5": (2, 'Why is decode attention bandwidth-bound,'),
+    "09-q6": (3, 'Your Triton attention kernel runs'),
+    "09-q7": (1, 'Why does the kernel fold'),
 }
 
 
@@ -226,6 +234,12 @@ TRUE_FORMS = {
     ("08", "FP8 accumulates in FP8"): "An FP8 GEMM on Hopper accumulates in fp32; only its inputs are 8-bit.",
     ("08", "The kernel's error is FP8's error"): "Against the same e4m3 values an FP8 GEMM is nearly exact; its "
                                                  "percent-level error comes from quantizing the inputs.",
+    ("09", "FlashAttention computes an approximation"): "FlashAttention computes the exact softmax; its online "
+                                                        "rescale changes only the order of the sums.",
+    ("09", "The softmax is free beside the GEMMs"): "In a fused attention kernel on Hopper, the softmax's "
+                                                    "exponentials take a time comparable to the two GEMMs'.",
+    ("09", "Decode is the same kernel with"): "At decode with few sequences, one program per head leaves most SMs "
+                                              "idle; splitting the keys among programs fills the card.",
 }
 
 @dataclass

@@ -779,6 +779,80 @@ STRONG = {
         "FP8 halves the K loop's time, not what does not shrink with it",
         "Hypothesis, not timed apart: fill/drain, bf16 epilogue and a single wave weigh more when short",
     ),
+    "09-m1": (
+        "True: FlashAttention computes the exact softmax, not an approximation",
+        "The online rescale by exp(m_old - m_new) changes only the order of the sums",
+        "The course's kernel matches SDPA in fp32 to about 1e-3 in fp16",
+    ),
+    "09-m2": (
+        "False: unfused, the traffic is the seq x seq matrices S and P, written and read back",
+        "Fused, it is compute-bound at training lengths",
+        "At decode (one query) it is bandwidth-bound",
+    ),
+    "09-m3": (
+        "True: the exponentials run on the special-function units (MUFU.EX2), far slower than the tensor cores",
+        "FA3's paper: 3.9 TFLOP/s of exponentials against 989 TFLOP/s of FP16 matmul on an H100",
+        "Run in turn with the GEMMs they take a comparable time: ping-pong exists to hide them",
+    ),
+    "09-m4": (
+        "False: here a one-stage 64 x 128 tile beat two-stage rings at head dim 128",
+        "It compiles to 49 KiB and 167 registers a thread: three blocks an SM",
+        "Resident blocks hide latency too; stages cost the shared memory that holds them",
+    ),
+    "09-m5": (
+        "False: Triton 3.6 compiled this kernel unchanged at 8 warps when asked",
+        "At the course's 4-warp tiles its warp-specialization pass stopped with an internal error",
+        "No setmaxnreg (USETMAXREG 0) in the compiled code",
+    ),
+    "09-m6": (
+        "True: same loop, but one program per head leaves most SMs idle at small batch",
+        "Split-KV: several programs per head, each with its own running max and sum, combined by a second kernel",
+        "32 heads of one sequence: from under 60% of cuDNN's bandwidth to cuDNN's",
+    ),
+    "09-m7": (
+        "False: causal is half the FLOPs, not half the time",
+        "The diagonal tiles are masked, and at short lengths they are a larger share",
+        "Causal TFLOP/s are lower than full at every recorded length",
+    ),
+    "09-q1": (
+        "One program per block of query rows; Q's tile, running max, running sum and accumulator stay on chip",
+        "K and V stream past in tiles (TMA, a ring of stages)",
+        "Per tile: scores, weights, their product with V; rescale when the max grows (online softmax)",
+        "S and P exist one tile at a time, in registers",
+    ),
+    "09-q2": (
+        "m' = max(m, max x); alpha = exp(m - m')",
+        "l' = l * alpha + sum exp(x - m'); O' = O * alpha + sum exp(x - m') v",
+        "At the end O / l",
+        "Base 2 with log2(e) folded into the scale: one FMA and one exp2 a weight",
+    ),
+    "09-q3": (
+        "Fused: Q and O 32 KiB each, K and V 4 MiB each: about 8.1 MiB",
+        "Unfused adds S and P rows written and read: 4 x 128 x 16384 x 2 bytes = 16 MiB",
+        "About 3x in all, and the unfused bytes go to HBM (S and P of all heads do not fit L2)",
+    ),
+    "09-q4": (
+        "GEMM, softmax, GEMM in turn in one warpgroup; the exponentials are slow beside wgmma",
+        "FA3: warp specialisation, producers giving registers away with setmaxnreg",
+        "Ping-pong of two consumer warpgroups; softmax overlapped with the next GEMM",
+        "FP8: V transposed in the kernel, block scales",
+    ),
+    "09-q5": (
+        "One query per sequence: each K and V element read once for about one multiply-add per GEMM",
+        "About 1 FLOP per byte: far below the ridge point",
+        "Split-KV: several programs per head, partial max and sum each, a second kernel combines them",
+    ),
+    "09-q6": (
+        "Throughput against peak first (tensor pipe), then stalls",
+        "Waiting on exponentials and wgmma: the softmax is not overlapped with the GEMMs",
+        "Occupancy: blocks per SM by shared memory and registers (the only overlap here)",
+        "Then the tile and stage sweep; at short lengths prologue and epilogue per block",
+    ),
+    "09-q7": (
+        "The hardware exponential is base 2 (MUFU.EX2); exp(x) is a multiply and an exp2",
+        "Folding log2(e) into the scale makes each weight one FMA and one exp2",
+        "The max of the raw scores is scaled once per row",
+    ),
     "occupancy-1": (
         "Resident warps per SM as a fraction of the maximum, 64 on compute capability 9.0",
         "A block is resident only if all its needs fit: the scarcest resource sets it",
