@@ -71,6 +71,21 @@ def test_split_kv_decode_matches_sdpa(splits):
         assert err < 4e-3, f"splits={splits} seq_q={seq_q} seq_k={seq_k}: {err}"
 
 
+def test_decode_is_chosen_by_itself():
+    """One query, no tiles given: the decode tile and decode_splits' splits, matching SDPA; causal with one query is
+    the same; two queries against a few keys, causal, stay on the prefill path."""
+    seq_k = random.randint(900, 3000 if MODE != "cpu" else 1200)
+    q = torch.randn(1, 2, 1, 64, dtype=torch.float16, device=DEVICE)
+    k, v = (torch.randn(1, 2, seq_k, 64, dtype=torch.float16, device=DEVICE) for _ in range(2))
+    for causal in (False, True):
+        o = att.attention(q, k, v, causal=causal)
+        assert (o.float() - reference(q, k, v, False)).abs().max().item() < 4e-3
+    q2 = torch.randn(1, 2, 2, 64, dtype=torch.float16, device=DEVICE)
+    k2, v2 = k[:, :, :40].contiguous(), v[:, :, :40].contiguous()
+    o = att.attention(q2, k2, v2, causal=True, **({} if MODE != "cpu" else SMALL))
+    assert (o.float() - reference(q2, k2, v2, True)).abs().max().item() < 4e-3
+
+
 def test_decode_splits_fill_one_wave():
     assert att.decode_splits(32, 16384, 132) == 4        # 128 programs
     assert att.decode_splits(128, 16384, 132) == 1       # a wave already

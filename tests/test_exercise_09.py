@@ -116,3 +116,27 @@ def test_the_simulated_mistakes_differ_from_the_right_answer():
     right = ex09.simulate(q, k, v, 16)
     for bug in ex09.WRONG:
         assert not ex09._same(right, ex09.simulate(q, k, v, 16, bug)), bug
+
+
+@pytest.mark.parametrize("old, new, words", [
+    ("p = tl.math.exp2(s - m_new[:, None])", "p = tl.math.exp2(s - m_i[:, None])", "shifted by the old maximum"),
+    ("m_new = tl.maximum(m_i, tl.max(s, 1))\n        p = tl.math.exp2(s - m_new[:, None])",
+     "s = s * qk_scale\n        m_new = tl.maximum(m_i, tl.max(s, 1))\n        p = tl.math.exp2(s - m_new[:, None])",
+     "scaled twice"),
+    ("        m_i = m_new", "", "never updated"),
+    ("alpha = tl.math.exp2(m_i - m_new)", "alpha = tl.exp(m_i - m_new)", "alpha uses exp"),
+], ids=["old max", "scaled twice", "max not moved on", "alpha base e"])
+def test_the_frames_traps_are_named(old, new, words, tmp_path):
+    """Mistakes the frame invites: the weights shifted by the maximum before this tile, the scale applied again (the
+    lesson's _kv_tiles scales raw scores; the frame's s is scaled already), exp for alpha alone."""
+    passed, text = _check(RIGHT.replace(old, new), tmp_path, name=f"trap_{abs(hash(words))}")
+    assert not passed and words in text, text
+
+
+def test_alpha_computed_after_the_maximum_moved_on_is_named(tmp_path):
+    """alpha from m_i after m_i = m_new is 1: the sums are never rescaled, and the message says that is a way to get
+    there."""
+    moved = "        m_i = m_new\n        alpha = tl.math.exp2(m_i - m_new)\n        l_i = l_i * alpha"
+    wrong = RIGHT.replace("        alpha = tl.math.exp2(m_i - m_new)\n", "").replace("        l_i = l_i * alpha", moved)
+    passed, text = _check(wrong, tmp_path, name="alpha_after")
+    assert not passed and "computed after m_i = m_new" in text, text

@@ -77,7 +77,7 @@ def trace(kernel, grid, args, meta, warps=WARPS):
                      mode=mode.Default(buffer_type="global", granularity="warp", sampling_strategy="selective",
                                        sampling_options=warps))
         # Proton says per warp, from C++, that its first records were overwritten (by design here): not to the cell
-        with _quiet():
+        with quiet():
             try:
                 kernel[grid](*args, ir_override=str(ttgir), **meta)
             finally:
@@ -91,7 +91,7 @@ def trace(kernel, grid, args, meta, warps=WARPS):
 
 
 @contextlib.contextmanager
-def _quiet():
+def quiet():
     """File descriptors 1 and 2 sent to /dev/null meanwhile (what C++ code writes there goes too)."""
     sys.stdout.flush()
     sys.stderr.flush()

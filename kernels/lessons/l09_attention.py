@@ -121,7 +121,8 @@ def decode():
 
 def online_softmax(scores, block):
     """The online softmax of one row of ``scores`` (fp32, CPU), ``block`` scores at a time: [(block, running max,
-    running sum)] after each block, and the softmax it ends with (each exp(x - m) kept, rescaled when m grows)."""
+    alpha, running sum)] after each block (alpha: the factor what was summed before was rescaled by), and the
+    softmax it ends with (each exp(x - m) kept, rescaled when m grows)."""
     m, l, weights, steps = float("-inf"), 0.0, torch.empty(0), []
     for start in range(0, len(scores), block):
         x = scores[start:start + block]
@@ -131,7 +132,7 @@ def online_softmax(scores, block):
         l = l * alpha + p.sum().item()
         weights = torch.cat([weights * alpha, p])
         m = m_new
-        steps.append((start // block, m, l))
+        steps.append((start // block, m, alpha, l))
     return steps, weights / l
 
 
@@ -140,6 +141,13 @@ def movement(seq_k, head_dim=128, BLOCK_M=128):
     fused = att.bytes_per_query_block(BLOCK_M, seq_k, head_dim)
     unfused = att.bytes_per_query_block(BLOCK_M, seq_k, head_dim, fused=False)
     return [("fused (Q, O once; all of K and V)", fused), ("three kernels (+ S and P out and back)", unfused)]
+
+
+def head_traffic(seq, head_dim=128, esize=2):
+    """(fused, unfused) bytes one head moves to and from HBM at least: Q, K, V read and O written once; unfused, S and
+    P (seq x seq) each written and read back too. Their ratio is 1 + seq / head_dim."""
+    fused = 4 * seq * head_dim * esize
+    return fused, fused + 4 * seq * seq * esize
 
 
 def versus_rows(records):
@@ -205,10 +213,11 @@ def decode_rows(records):
 def print_decode(records, label):
     for (B, H, _, S), at in decode_rows(records):
         chosen = next(r for r in at.values() if r["config"].get("chosen"))
-        one = at["split 1"]
+        n = chosen["config"]["splits"]
+        split = f"{n} splits (decode_splits) {chosen['gbps']:5.0f}" if n > 1 else "(decode_splits: 1)"
         print(f"B={B:2d} H={H} seq_k={S:5d}: roof (torch copy) {at['torch_copy']['gbps']:5.0f} GB/s | cuDNN "
-              f"{at['sdpa_cudnn']['gbps']:5.0f} | flash {at['sdpa_flash']['gbps']:5.0f} | course, 1 split "
-              f"{one['gbps']:5.0f}, {chosen['config']['splits']} splits {chosen['gbps']:5.0f} GB/s")
+              f"{at['sdpa_cudnn']['gbps']:5.0f} | flash {at['sdpa_flash']['gbps']:5.0f} | course, one program a head "
+              f"{at['split 1']['gbps']:5.0f}, {split}")
     print(label)
 
 
@@ -251,12 +260,26 @@ def compile_sm90(head_dim=128, causal=False, warp_specialize=False, **tile):
 
 def evidence(compiled):
     """{what: count} of the code that moves and multiplies: TMA loads and stores, wgmma, mbarrier waits, the
-    exponentials (MUFU.EX2), global stores other than O's (S and P would need them), and setmaxnreg."""
+    exponentials (MUFU.EX2), global stores other than O's (S and P would need them), register spills, setmaxnreg."""
     c, ops = compiled.counts(), isa.opcodes(compiled.sass)
     return {"TMA loads (UTMALDG)": c["UTMALDG"], "TMA stores (UTMASTG)": c["UTMASTG"],
             "wgmma (HGMMA)": c["HGMMA"], "mbarrier (SYNCS)": c["SYNCS"], "exp2 (MUFU.EX2)": ops["MUFU.EX2"],
             "plain global stores (STG)": sum(v for k, v in c.items() if k.startswith("STG ")),
+            "spill stores and loads (STL, LDL)": ops["STL"] + ops["LDL"],
             "register re-allocation (USETMAXREG)": ops["USETMAXREG"]}
+
+
+def warp_specialized_at_4_warps():
+    """What Triton 3.6 says when asked to warp-specialise the course's 4-warp tile: the first line of its error (the
+    compiler's dump, printed to the process's own output, kept out of the cell), or None if it compiles."""
+    from ..lab.aot import CompileError
+    from ..lab.kernel_trace import quiet
+    try:
+        with quiet():
+            compile_sm90(128, warp_specialize=True)
+    except CompileError as e:
+        return str(e).splitlines()[0]
+    return None
 
 
 SM_SHARED = 233_472   # shared memory per SM on Hopper (228 KiB), of which each resident block also reserves 1 KiB

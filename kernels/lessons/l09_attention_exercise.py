@@ -21,8 +21,9 @@ HEAD_DIM = 64
 
 def _operands(seq_q, seq_k, ramp, rng):
     """Q, K, V (1 x 2 heads, fp16) on the course's device whose scores grow along the keys: column 0 of Q is
-    positive and column 0 of K rises by ``ramp`` from the first key to the last, so each K/V tile holds larger
-    scores than the one before (every row's maximum grows at every tile)."""
+    positive and column 0 of K rises by ``ramp`` from the first key to the last, so most K/V tiles raise most rows'
+    maxima (about half of the (row, tile) pairs, measured on the check's shapes: enough for every wrong answer below
+    to land far from the right one)."""
     g = torch.Generator().manual_seed(rng.randrange(2 ** 31))
     q, k, v = (torch.randn(1, 2, s, HEAD_DIM, generator=g) for s in (seq_q, seq_k, seq_k))
     q[..., 0] = q[..., 0].abs() + 1.0
@@ -40,11 +41,13 @@ def simulate(q, k, v, block_n, bug=None):
     l = torch.zeros(q.shape[:3])
     acc = torch.zeros(q.shape)
     exp_p = torch.exp if bug in ("base e", "base e weights") else torch.exp2
-    exp_a = torch.exp if bug == "base e" else torch.exp2
+    exp_a = torch.exp if bug in ("base e", "base e alpha") else torch.exp2
     for start in range(0, seq_k, block_n):
         s = q @ k[:, :, start:start + block_n].transpose(-1, -2) * scale
+        if bug == "scaled twice":
+            s = s * scale
         m_new = torch.maximum(m, s.amax(-1))
-        p = exp_p(s) if bug == "unshifted" else exp_p(s - m_new[..., None])
+        p = exp_p(s) if bug == "unshifted" else exp_p(s - (m if bug == "old max" else m_new)[..., None])
         alpha = exp_a(m_new - m) if bug == "alpha inverted" else exp_a(m - m_new)
         if bug == "stale max":
             m_new = torch.full_like(m, float("-inf"))
@@ -65,8 +68,9 @@ WRONG = {
                         "must be multiplied by alpha = exp2(m_i - m_new) before this tile's P @ V is added",
     "l not rescaled": "the running sum l_i is not rescaled: l_i = l_i * alpha + tl.sum(p, 1), alpha = "
                       "exp2(m_i - m_new), so that all of it is summed against the same maximum",
-    "neither rescaled": "neither l_i nor acc is rescaled when the maximum grows: both were summed against the old "
-                        "maximum; multiply both by alpha = exp2(m_i - m_new)",
+    "neither rescaled": "neither l_i nor acc is rescaled when the maximum grows (or alpha is computed after m_i = "
+                        "m_new, so it is 1): both were summed against the old maximum; multiply both by alpha = "
+                        "exp2(m_i - m_new), computed before m_i moves on",
     "alpha inverted": "alpha is exp2(m_new - m_i), inverted: the old sums are too large by the growth of the "
                       "maximum, so multiply by exp2(m_i - m_new) (at most 1)",
     "stale max": "the running maximum m_i is never updated (m_i = m_new missing): alpha = exp2(-inf - m_new) = 0 "
@@ -75,8 +79,14 @@ WRONG = {
               "weights are tl.math.exp2(s - m_new) and alpha tl.math.exp2(m_i - m_new)",
     "base e weights": "the weights use exp, alpha exp2: the scores are base-2 logits (log2(e) is folded into "
                       "qk_scale), so p = tl.math.exp2(s - m_new[:, None])",
+    "base e alpha": "alpha uses exp, the weights exp2: the scores are base-2 logits, so alpha = "
+                    "tl.math.exp2(m_i - m_new)",
     "unshifted": "the weights are exp2(s), not shifted by the running maximum, while alpha rescales as if they were: "
                  "p = tl.math.exp2(s - m_new[:, None])",
+    "old max": "the weights are shifted by the old maximum m_i (-inf at the first tile: exp2 of +inf): shift them "
+               "by the new one, p = tl.math.exp2(s - m_new[:, None])",
+    "scaled twice": "the scores are scaled twice: the frame's s already holds qk_scale (log2(e) / sqrt(d)); the "
+                    "update takes s as it is",
     "after the sum": "alpha is applied after this tile is added (acc = (acc + P @ V) * alpha): this tile's P was "
                      "computed with the new maximum already; rescale the old sums first, then add",
 }
@@ -105,9 +115,10 @@ def _values(attend, kernel):
         if err > 1e-2:
             named = [text for bug, text in WRONG.items() if _same(got, simulate(q, k, v, BN, bug))]
             nan = torch.isnan(got).any().item()
-            why = named[0] if named else ("NaN in the output: a weight or a rescale is exp2 of inf - inf" if nan else
-                                          "the output matches none of the usual mistakes: compare your update with "
-                                          "the lesson's _kv_tiles line by line")
+            why = " - or - ".join(named) if named else (
+                "NaN in the output: a weight or a rescale is exp2 of inf - inf" if nan else
+                "the output matches none of the usual mistakes: compare your update with the formulas of the lesson's "
+                "section 2, in base 2 (the frame's s is already scaled)")
             raise AssertionError(f"{seq_q} queries x {seq_k} keys (tiles of {BN} keys, the last one ragged): relative "
                                  f"error {err:.2e} against SDPA; {why}")
         notes.append(f"{seq_q}x{seq_k}")

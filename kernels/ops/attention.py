@@ -10,9 +10,12 @@ maximum grows, so that S and P never leave the SM; finally O = acc / l.
 The tensors are (batch, heads, seq, head_dim), contiguous; the tensor maps see them as (batch * heads, seq,
 head_dim) with a (1, BLOCK, head_dim) box, so that a box past a sequence's end reads zeros of that sequence and a
 store past it is clipped, never another head's rows: any sequence length works. Keys past the end are masked to
--inf before the softmax. ``causal``: query i sees keys 0..i; the programs skip the K/V tiles wholly above the
-diagonal. Only the tiles that need it are masked: a program walks the tiles all its rows see whole first, without
-a mask, then the ones on the diagonal or at the ragged end, masked (as FlashAttention's kernels split them).
+-inf before the softmax. ``causal``: query i sees keys 0..i; with seq_q != seq_k the sequences are aligned at their
+ends (bottom-right: the queries are the newest tokens, as against a KV cache; FlashAttention >= 2.1 and
+``torch.nn.attention.bias.causal_lower_right`` do so, where SDPA's ``is_causal=True`` aligns top-left); the programs
+skip the K/V tiles wholly above the diagonal. Only the tiles that need it are masked: a program walks the tiles all
+its rows see whole first, without a mask, then the ones on the diagonal or at the ragged end, masked (as
+FlashAttention's kernels split them).
 
 Decode (one query a sequence, a long K/V): one program per (batch, head) leaves most SMs idle when batch x heads is
 small, so ``splits`` > 1 gives each split of the keys a program of its own (``split_kernel``: its partial sums,
@@ -123,14 +126,14 @@ CONFIGS = {(128, False): dict(BLOCK_M=64, BLOCK_N=128, stages=1, num_warps=4),
 DECODE = dict(BLOCK_M=16, BLOCK_N=128, stages=3, num_warps=4)  # one query a sequence: the smallest tl.dot tile
 
 
-def attention(q, k, v, causal=False, scale=None, BLOCK_M=None, BLOCK_N=None, stages=None, num_warps=None, splits=1,
-              out=None):
+def attention(q, k, v, causal=False, scale=None, BLOCK_M=None, BLOCK_N=None, stages=None, num_warps=None,
+              splits=None, out=None):
     """O = softmax(Q K^T * scale) V over (batch, heads, seq, head_dim) tensors, as
-    ``torch.nn.functional.scaled_dot_product_attention`` with ``is_causal=causal`` (for seq_q != seq_k, the causal
-    mask aligned at the sequences' ends, as SDPA's bottom-right mask). ``scale``: 1/sqrt(head_dim) by default.
-    Tiles left as None take ``CONFIGS[head_dim, causal]``. ``splits`` > 1 splits the keys among that many programs
-    per query block (split-KV, for decode: ``decode_splits``), each writing its partial sums, and a second kernel
-    combines them."""
+    ``torch.nn.functional.scaled_dot_product_attention``; ``causal``: its mask aligned at the sequences' ends
+    (``causal_lower_right``: the same as ``is_causal=True`` where seq_q == seq_k). ``scale``: 1/sqrt(head_dim) by
+    default. Tiles left as None take ``CONFIGS[head_dim, causal]``, or ``DECODE`` for decode (at most 16 queries, no
+    causal mask). ``splits`` > 1 splits the keys among that many programs per query block (split-KV), each writing its
+    partial sums, and a second kernel combines them; None: ``decode_splits`` at decode, else 1."""
     from triton.tools.tensor_descriptor import TensorDescriptor
     _check(q, k, v)
     B, H, seq_q, D = q.shape
@@ -141,7 +144,11 @@ def attention(q, k, v, causal=False, scale=None, BLOCK_M=None, BLOCK_N=None, sta
         raise ArgumentError(f"attention: scale {scale}; it must be positive (the kernel scales each row's maximum)")
     if causal and seq_q == 1:
         causal = False  # aligned at the ends, the one query sees every key: the same mask as none
-    cfg = {**CONFIGS[D, causal], **{name: x for name, x in given.items() if x is not None}}
+    decode = seq_q <= DECODE["BLOCK_M"] and not causal
+    cfg = {**(DECODE if decode else CONFIGS[D, causal]), **{name: x for name, x in given.items() if x is not None}}
+    if splits is None:
+        sms = torch.cuda.get_device_properties(q.device).multi_processor_count if q.is_cuda else 132
+        splits = decode_splits(B * H * triton.cdiv(seq_q, cfg["BLOCK_M"]), seq_k, sms, cfg["BLOCK_N"]) if decode else 1
     if splits != 1 and (causal or not isinstance(splits, int) or splits < 1):
         raise ArgumentError(f"attention: splits={splits!r} with causal={causal}: split-KV is the decode path, a "
                             "whole number of splits, without a causal mask (one query a sequence sees every key)")
@@ -196,7 +203,8 @@ def split_kernel(q_desc, k_desc, v_desc, part_ptr, ml_ptr, seq_q, seq_k, qk_scal
                               BLOCK_N, HEAD_DIM, False, False, stages)
     acc, l_i, m_i = _kv_tiles(acc, l_i, m_i, q, k_desc, v_desc, bh, full, hi, rows, seq_k, 0, qk_scale,
                               BLOCK_N, HEAD_DIM, True, False, stages)
-    row = (sp * tl.num_programs(1) + bh) * seq_q + rows  # (split, bh, query) rows of part and ml
+    row = (sp * tl.num_programs(1) + bh).to(tl.int64) * seq_q + rows  # (split, bh, query) rows of part and ml: int64,
+    # since part holds splits x batch x heads x seq_q x head_dim fp32 values
     ok = rows < seq_q
     d = tl.arange(0, HEAD_DIM)
     tl.store(part_ptr + row[:, None] * HEAD_DIM + d[None, :], acc, mask=ok[:, None])
@@ -207,7 +215,7 @@ def split_kernel(q_desc, k_desc, v_desc, part_ptr, ml_ptr, seq_q, seq_k, qk_scal
 @triton.jit
 def combine_kernel(part_ptr, ml_ptr, o_ptr, n_rows, splits, SPLITS: tl.constexpr, HEAD_DIM: tl.constexpr):
     # program r: one (bh, query) row; each split's sums rescaled to the largest maximum, as the online softmax does
-    r = tl.program_id(0)
+    r = tl.program_id(0).to(tl.int64)
     s = tl.arange(0, SPLITS)
     ok = s < splits
     m = tl.load(ml_ptr + 2 * (s * n_rows + r), mask=ok, other=float("-inf"))

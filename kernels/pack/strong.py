@@ -827,9 +827,10 @@ STRONG = {
         "Base 2 with log2(e) folded into the scale: one FMA and one exp2 a weight",
     ),
     "09-q3": (
-        "Fused: Q and O 32 KiB each, K and V 4 MiB each: about 8.1 MiB",
-        "Unfused adds S and P rows written and read: 4 x 128 x 16384 x 2 bytes = 16 MiB",
-        "About 3x in all, and the unfused bytes go to HBM (S and P of all heads do not fit L2)",
+        "Fused: Q, K, V read and O written once: 4 x 16384 x 128 x 2 bytes = 16 MiB",
+        "Three kernels add S and P (512 MiB each), written and read back: 2 GiB more",
+        "129x in all: the ratio is 1 + seq / d",
+        "Per block of 128 queries only about 3x: every block reads all of K and V, from L2",
     ),
     "09-q4": (
         "GEMM, softmax, GEMM in turn in one warpgroup; the exponentials are slow beside wgmma",
