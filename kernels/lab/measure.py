@@ -135,7 +135,9 @@ class Query:
 
     @property
     def base(self):
-        return AGAINST[self.against][0]
+        """The baseline's record name: AGAINST's for a GEMM or a copy, else ``against`` itself (a lesson's own
+        baseline, whose ``setup`` the lesson writes)."""
+        return AGAINST[self.against][0] if self.against in AGAINST else self.against
 
     @property
     def unit(self):

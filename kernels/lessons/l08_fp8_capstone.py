@@ -253,13 +253,7 @@ class Fp8Query(measure.Query):
     against: str = "scaled_mm"
     needs: str = NEEDS
 
-    @property
-    def base(self):
-        return "scaled_mm"
-
-    @property
-    def unit(self):
-        return "tflops"
+    unit = "tflops"
 
     def setup(self):
         a, bt, sa, sb, c = operands(self.shape)

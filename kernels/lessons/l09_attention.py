@@ -302,13 +302,7 @@ class AttentionQuery(measure.Query):
     against: str = "sdpa_cudnn"
     needs: str = NEEDS
 
-    @property
-    def base(self):
-        return "sdpa_cudnn"
-
-    @property
-    def unit(self):
-        return "tflops"
+    unit = "tflops"
 
     def setup(self):
         B, H, S, D = self.shape
