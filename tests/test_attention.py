@@ -1,7 +1,6 @@
 """Lesson 09's attention kernel (kernels/ops/attention.py), checked where the course runs (the interpreter in CPU
 mode, the GPU live): against torch's SDPA in fp32 on fresh ragged shapes, the output poisoned first; bad input
 named; its sm_90 code compiled ahead of time (TMA loads of K and V, wgmma, one TMA store)."""
-import math
 import random
 
 import pytest

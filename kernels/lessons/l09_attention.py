@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from ..lab import aot, bench, isa, measure, plots, results as recorded_results, smem
+from ..lab import aot, isa, measure, plots, results as recorded_results, smem
 from ..lab.mode import DEVICE, sm_count
 from ..lab.widgets import Widget
 from ..ops import attention as att

@@ -35,7 +35,7 @@ def simulate(q, k, v, block_n, bug=None):
     """The kernel's loop in torch (fp32), one K/V tile at a time, as written right or with one of ``WRONG``'s
     mistakes; P is rounded to the inputs' dtype before the second GEMM, as the kernel does."""
     q, k, v = (t.float().cpu() for t in (q, k, v))
-    seq_q, seq_k = q.shape[2], k.shape[2]
+    seq_k = k.shape[2]
     scale = LOG2E / math.sqrt(q.shape[3])
     m = torch.full(q.shape[:3], float("-inf"))
     l = torch.zeros(q.shape[:3])
