@@ -9,18 +9,10 @@ import torch
 import kernels  # noqa: F401  (first: the interpreter)
 from kernels.lab.errors import CourseError
 from kernels.lab.mode import DEVICE, INTERPRET, MODE
+from kernels.lessons.l09_attention import reference  # SDPA in fp32, causal aligned at the ends
 from kernels.ops import attention as att
 
 SMALL = dict(BLOCK_M=64, BLOCK_N=32, num_warps=4)  # interpreter-sized tiles; the GPU runs the defaults too
-
-
-def reference(q, k, v, causal):
-    """SDPA in fp32; causal aligned at the sequences' ends (key j seen by query i when j <= i + seq_k - seq_q); a
-    query that sees no key is 0 (SDPA's NaN there)."""
-    seq_q, seq_k = q.shape[2], k.shape[2]
-    mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).tril(seq_k - seq_q) if causal else None
-    ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
-    return torch.nan_to_num(ref)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
