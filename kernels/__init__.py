@@ -18,9 +18,10 @@ import triton  # noqa: E402
 
 from .lab import alloc  # noqa: E402
 
-if INTERPRET:  # the interpreter's float arguments typed as a launch types them (triton_internals says why)
-    from .lab.triton_internals import interpret_float_arguments_as_fp32
+if INTERPRET:  # the interpreter's float arguments typed as a launch types them, its loops on any NumPy (triton_internals)
+    from .lab.triton_internals import interpret_float_arguments_as_fp32, interpret_loop_bounds_on_any_numpy
     interpret_float_arguments_as_fp32()
+    interpret_loop_bounds_on_any_numpy()
 
 _MODE_TEXT = {
     "hopper": "Hopper GPU: every kernel, measurement and widget runs live",

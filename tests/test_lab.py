@@ -328,3 +328,26 @@ def test_a_screen_keeps_the_entries_that_run_right_and_says_why_it_left_one_out(
     wrong = [("wrong", {}, lambda: lambda: c.fill_(1.0))]  # writes, but not the product: the check stops the screen
     with pytest.raises(AssertionError):
         measure.screened(wrong, c, a @ b, 1e-2, CourseError)
+
+
+@pytest.mark.skipif(not __import__("kernels").INTERPRET, reason="the interpreter's patch")
+def test_a_loop_bound_is_read_on_numpy_2_4():
+    """NumPy 2.4 refuses int() of a one-element array of one dimension, which Triton 3.6's interpreter did for every
+    runtime loop bound: its __index__, patched (triton_internals), reads the element instead."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    class Strict(np.ndarray):  # NumPy 2.4's rule on any NumPy
+        def __int__(self):
+            if self.ndim:
+                raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
+            return int(self.item())
+
+    scope = interpreter._LangPatchScope()
+    interpreter._patch_lang_tensor(tl.tensor, scope)
+    try:
+        bound = tl.tensor(interpreter.TensorHandle(np.array([96], dtype=np.int32).view(Strict), tl.int32), tl.int32)
+        assert range(0, bound, 32) == range(0, 96, 32)
+    finally:
+        scope.restore()

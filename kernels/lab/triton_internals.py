@@ -83,3 +83,22 @@ def interpret_float_arguments_as_fp32():
         return original(arg)
     implicit_cvt.course_patched = True
     interpreter._implicit_cvt = implicit_cvt
+
+
+def interpret_loop_bounds_on_any_numpy():
+    """Make Triton 3.6's interpreter take a runtime scalar (a one-element array there) as a loop bound on NumPy 2.4
+    and later. It converts the scalar with ``int(array)``, which NumPy 2.4 refuses for an array of one dimension
+    ("only 0-dimensional arrays can be converted to Python scalars"), so every ``for k in range(0, K, BLOCK_K)``
+    failed in CPU mode there (NumPy 2.3.5 allowed it; the GPU image has 2.5.2). The element is read instead."""
+    require()
+    from triton.runtime import interpreter
+
+    original = interpreter._patch_lang_tensor
+    if getattr(original, "course_patched", False):
+        return
+
+    def patch_lang_tensor(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0]))
+    patch_lang_tensor.course_patched = True
+    interpreter._patch_lang_tensor = patch_lang_tensor
