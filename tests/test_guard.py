@@ -3,6 +3,7 @@ loop in a check is a failed check (CPU mode: the check runs in a child process),
 Python error names its line. Last, the same from inside a Jupyter kernel, which must survive."""
 import os
 import random
+import re
 import signal
 import time
 
@@ -94,7 +95,7 @@ def test_the_jupyter_kernel_survives_an_unmasked_far_store(tmp_path):
         "    axpy_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, out, alpha, x.numel(), BLOCK=BLOCK)",
         "exercise.check(lambda M, N, K, e: 0, lambda f, b, tf, tb: 0, lambda n, e, fused: 0, axpy, axpy_kernel)",
         "print('still alive')")]
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, timeout=300, startup_timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells for o in c.outputs)
     assert "FAIL  relu_axpy: values: the process running your kernel crashed (SIGSEGV)" in text, text
     assert "still alive" in text
@@ -134,7 +135,8 @@ def test_a_check_is_given_up_when_the_gpu_does_not_reach_a_mark(monkeypatch, mar
 @gpu_only
 def test_the_jupyter_kernel_survives_a_kernel_that_never_ends(tmp_path):
     """A learner's axpy whose loop never takes its step, checked from a notebook on the GPU: the check gives up
-    when the GPU has not done its work after GPU_TIMEOUT_S and says so, the checks after it say why they did not
+    when the GPU has not done its work after GPU_TIMEOUT_S (GPU_SHARED_TIMEOUT_S where other processes compute on
+    it, as in the suite) and says so, the checks after it say why they did not
     run, the notebook goes on."""
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in (
@@ -151,9 +153,27 @@ def test_the_jupyter_kernel_survives_a_kernel_that_never_ends(tmp_path):
         "import time; start = time.monotonic()\n"
         "exercise.check(lambda M, N, K, e: 0, lambda f, b, tf, tb: 0, lambda n, e, fused: 0, axpy, axpy_kernel)\n"
         "print(f'still alive after {time.monotonic() - start:.0f} s')")]
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, timeout=300, startup_timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells for o in c.outputs)
-    assert f"your kernel did not finish: the GPU had not done its work after {check.GPU_TIMEOUT_S} s" in text, text
+    assert re.search(rf"your kernel did not finish: the GPU had not done its work after ({check.GPU_TIMEOUT_S}|"
+                     rf"{check.GPU_SHARED_TIMEOUT_S}) s", text), text
     assert "restart the Jupyter kernel (Kernel > Restart Kernel)" in text, text
     seconds = int(text.split("still alive after ")[1].split(" s")[0])
-    assert seconds < 60, text
+    assert seconds < check.GPU_SHARED_TIMEOUT_S + 30, text
+
+
+@pytest.mark.parametrize("sharers, finishes", [(0, False), (3, True), (None, True)])
+def test_a_gpu_shared_with_other_processes_is_waited_for_longer(monkeypatch, sharers, finishes):
+    """A mark reached late because other processes' work runs first (seen on the H100 with 15 test processes on the
+    card: 5 s behind a check that takes a second) is not a kernel that never ends: where NVML lists other compute
+    processes on the GPU, or cannot tell, the watch waits GPU_SHARED_TIMEOUT_S; alone on it, GPU_TIMEOUT_S. Scaled
+    down here: 0.3 s and 3 s, a mark reached after 1 s."""
+    monkeypatch.setattr(check, "GPU_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(check, "GPU_SHARED_TIMEOUT_S", 3.0)
+    monkeypatch.setattr(check, "gpu_sharers", lambda: sharers)
+    monkeypatch.setattr(check, "_mark", lambda: _Mark(1.0))
+    done, said = check.finish_or_give_up(lambda: time.sleep(1.5) or "ok")
+    assert done == finishes and said == ("ok" if finishes else None)
+    assert check._WAITED["seconds"] == (0.3 if sharers == 0 else 3.0)
+    assert ("waits behind theirs" in check._WAITED["why"]) == bool(sharers)
+    assert ("NVML cannot tell" in check._WAITED["why"]) == (sharers is None)

@@ -6,10 +6,14 @@ import random
 
 import pytest
 
+import kernels
 from kernels.lab import measure
 from kernels.tools import mutants
 
 from conftest import own_process_on_gpu
+
+# each test a work unit of its own in the parallel part (conftest: spread)
+pytestmark = pytest.mark.spread()
 
 KERNEL = '''@triton.jit
 def k(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
@@ -71,24 +75,34 @@ def test_the_runner_kills_a_wrong_answer_and_passes_the_solution(tmp_path):
     assert wrong.outcome in ("named", "symptom") and wrong.message.startswith("FAIL  waves"), wrong
 
 
-def _report():
-    return json.loads(mutants.REPORT.read_text())["exercises"] if mutants.REPORT.exists() else {}
+GPU = kernels.MODE != "cpu"  # the report of this mode: the sample below is drawn from it
+MODES = {False: "CPU mode", True: "a GPU"}
+
+
+def _report(gpu=GPU):
+    path = mutants.report_path(gpu)
+    return json.loads(path.read_text())["exercises"] if path.exists() else {}
 
 
 NUMBERS = sorted(p.name[:2] for p in mutants.ROOT.glob("solutions/[0-9][0-9]_*.ipynb"))
 
 
-def test_the_report_covers_every_exercise():
-    missing = [n for n in NUMBERS if n not in _report()]
-    assert not missing, f"reports/mutants.json lacks exercises {', '.join(missing)}: run `make mutants`"
+@pytest.mark.parametrize("gpu", MODES, ids=MODES.values())
+def test_the_report_covers_every_exercise(gpu):
+    missing = [n for n in NUMBERS if n not in _report(gpu)]
+    assert not missing, (f"{mutants.report_path(gpu).name} lacks exercises {', '.join(missing)}: run `make mutants` "
+                         f"in {MODES[gpu]}")
 
 
-@pytest.mark.parametrize("number", sorted(_report()))
-def test_the_report_is_current(number):
-    entry = _report()[number]
+@pytest.mark.parametrize("gpu, number", [(g, n) for g in MODES for n in sorted(_report(g))],
+                         ids=lambda v: MODES[v] if isinstance(v, bool) else v)
+def test_the_report_is_current(gpu, number):
+    """Both reports: a check changed without a GPU leaves the GPU's report stale, and the suite says so."""
+    entry = _report(gpu)[number]
     assert entry["fingerprint"] == mutants.fingerprint(number), (
-        f"exercise {number}'s solution, its check or the mutation tester changed since reports/mutants.json was "
-        "written: run `make mutants` (or `python -m kernels.tools.mutants NN --report`) and commit the report")
+        f"exercise {number}'s solution, its check or the mutation tester changed since "
+        f"{mutants.report_path(gpu).name} was written: run `python -m kernels.tools.mutants NN --report` in "
+        f"{MODES[gpu]} and commit the report")
     assert entry["summary"]["mutants"] == len(mutants.mutants(number))
 
 
@@ -117,15 +131,23 @@ def test_a_sample_of_the_report_holds(number, tmp_path):
             f"reports/mutants.json, now {m.outcome}: {m.message}")
 
 
-def test_the_report_meets_the_bar():
-    """What the checks promise, read from the committed report: no wrong answer passes them (every mutant that passed
-    is equivalent, by its PTX or its trace), none escapes them as a raw error, and at least 80% of the killed ones
-    are killed by a message that names what was changed."""
-    rows = [m for entry in _report().values() for m in entry["mutants"]]
+# the share of killed mutants whose message names what was changed. On a GPU a check that fails on the values says
+# what the values show; the interpreter's twin runs only when every check passes, so the construct is named less
+# often there (62%, H100, 2026-12-06) than in CPU mode: a floor against regressions, not the goal (naming on a GPU
+# whatever the CPU check names is open)
+NAMED_AT_LEAST = {False: 0.8, True: 0.6}
+
+
+@pytest.mark.parametrize("gpu", MODES, ids=MODES.values())
+def test_the_report_meets_the_bar(gpu):
+    """What the checks promise, read from the committed reports of both modes: no wrong answer passes them (every
+    mutant that passed is equivalent, by its PTX or its trace), none escapes them as a raw error, and most of the
+    killed ones are killed by a message that names what was changed."""
+    rows = [m for entry in _report(gpu).values() for m in entry["mutants"]]
     passed = [f"{m['line']} -> {m['change']}" for m in rows if m["outcome"] == "survived"]
     raw = [f"{m['line']} -> {m['change']}: {m['message']}" for m in rows if m["outcome"] == "raw"]
     killed = [m for m in rows if m["outcome"] in KILLED]
     named = sum(m["outcome"] == "named" for m in killed)
     assert not passed, f"{len(passed)} wrong answers pass the checks: {passed[:3]}"
     assert not raw, f"{len(raw)} wrong answers end in a raw error: {raw[:3]}"
-    assert named >= 0.8 * len(killed), f"{named} of {len(killed)} killed mutants named"
+    assert named >= NAMED_AT_LEAST[gpu] * len(killed), f"{named} of {len(killed)} killed mutants named"

@@ -235,7 +235,7 @@ def check(gemm_intensity, roofline_ms, relu_axpy_bytes, relu_axpy, relu_axpy_ker
                                          ("roofline_ms", lambda: _roofline(roofline_ms)),
                                          ("relu_axpy_bytes", lambda: _bytes(relu_axpy_bytes)),
                                          ("relu_axpy: values", lambda: _values(relu_axpy, relu_axpy_kernel)),
-                                         ("relu_axpy: compiled code", lambda: _code(relu_axpy_kernel))])
+                                         ("relu_axpy: compiled code", lambda: _code(relu_axpy_kernel))], twin=True)
 
 
 def _mixed_bytes(mixed_bytes):
@@ -264,4 +264,4 @@ def _mixed_values(relu_axpy):
 def check_stretch(relu_axpy, mixed_bytes):
     """The stretch goal: the bytes of relu_axpy with fp32 inputs and an fp16 output, and the kernel run so."""
     return lab_check.run("exercise 00, stretch", [("mixed_bytes", lambda: _mixed_bytes(mixed_bytes)),
-                                                  ("fp32 in, fp16 out: values", lambda: _mixed_values(relu_axpy))])
+                                                  ("fp32 in, fp16 out: values", lambda: _mixed_values(relu_axpy))], twin=True)

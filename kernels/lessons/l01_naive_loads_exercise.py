@@ -148,7 +148,7 @@ def check(residual_add, kernel):
         return (f"{counts['ld.global 128-bit']} x 128-bit ld.global per thread for a 64x128 tile of h (fp32) and "
                 f"of f (fp16): every load 16 bytes")
 
-    return lab_check.run("exercise 01", [("residual add: values", values), ("residual add: 16-byte loads", code)])
+    return lab_check.run("exercise 01", [("residual add: values", values), ("residual add: 16-byte loads", code)], twin=True)
 
 
 def stretch(kernel):
@@ -210,4 +210,4 @@ def stretch(kernel):
         return "; ".join(lines)
 
     lab_check.run("stretch (optional)", [("residual add + bias: values", values),
-                                                ("residual add + bias: load widths", code)])
+                                                ("residual add + bias: load widths", code)], twin=True)

@@ -223,7 +223,7 @@ def check(linear, kernel):
     def code():
         return pipelined(with_hints(lambda: compile_linear(kernel)))
 
-    return lab_check.run("exercise 02", [("linear: values", values), ("linear: cp.async at 3 stages", code)])
+    return lab_check.run("exercise 02", [("linear: values", values), ("linear: cp.async at 3 stages", code)], twin=True)
 
 
 def stretch(linear_relu, kernel):
@@ -270,4 +270,4 @@ def stretch(linear_relu, kernel):
         return pipelined(aot.compile_sm90(kernel, *args, **meta)) + ": the epilogue leaves the K loop's ring alone"
 
     lab_check.run("stretch (optional)", [("linear + bias + ReLU: values", values),
-                                                ("linear + bias + ReLU: cp.async at 3 stages", code)])
+                                                ("linear + bias + ReLU: cp.async at 3 stages", code)], twin=True)

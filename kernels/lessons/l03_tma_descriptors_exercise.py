@@ -212,7 +212,7 @@ def check(linear, kernel):
 
     return lab_check.run("exercise 03", [("linear layer: values, whole tiles", interior),
                                          ("linear layer: values, ragged edges (no masks)", edges),
-                                         ("linear layer: through TMA only", code)])
+                                         ("linear layer: through TMA only", code)], twin=True)
 
 
 def stretch(linear_host, kernel):
@@ -236,4 +236,4 @@ def stretch(linear_host, kernel):
                                     BLOCK_K=BLOCK_K, GROUP_M=8, num_stages=3, num_warps=8)
         return through_tma(compiled)
 
-    lab_check.run("stretch (optional)", [("host descriptors: values", values), ("host descriptors: through TMA", code)])
+    lab_check.run("stretch (optional)", [("host descriptors: values", values), ("host descriptors: through TMA", code)], twin=True)

@@ -248,7 +248,7 @@ def check(matmul, kernel):
     C = relu(A @ B + bias); the programs must walk all the tiles."""
     return lab_check.run("exercise 04", [("persistent GEMM + epilogue: values", lambda: _values(matmul, kernel)),
                                          ("pipelined: the ring in the code", lambda: _ring(kernel)),
-                                         ("epilogue in the code: TMA store, masked bias, fp32", lambda: _epilogue(kernel))])
+                                         ("epilogue in the code: TMA store, masked bias, fp32", lambda: _epilogue(kernel))], twin=True)
 
 
 def _bias_by_tma(kernel, before):
@@ -270,4 +270,4 @@ def check_stretch(matmul, kernel, before):
               ("pipelined: the ring in the code", lambda: _ring(kernel)),
               ("epilogue in the code: TMA store, masked bias, fp32", lambda: _epilogue(kernel)),
               ("the bias through TMA", lambda: _bias_by_tma(kernel, before))]
-    return lab_check.run("exercise 04, stretch", checks)
+    return lab_check.run("exercise 04, stretch", checks, twin=True)

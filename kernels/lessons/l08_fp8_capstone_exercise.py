@@ -196,19 +196,21 @@ def check(matmul, kernel):
     """``matmul(a, bt, scale_a, scale_b, BLOCK_M, BLOCK_N, BLOCK_K, stages, programs=None, out=None)`` launches
     ``kernel`` (gemm_fp8.matmul_fp8_kernel's arguments, without WARP_SPECIALIZE and SUBTILE) into ``out``."""
     return lab_check.run("exercise 08", [("FP8 GEMM: values", lambda: _values(matmul, kernel)),
-                                         ("the code: e4m3 wgmma, TMA, one scale", lambda: _code(kernel))])
+                                         ("the code: e4m3 wgmma, TMA, one scale", lambda: _code(kernel))], twin=True)
 
 
 def check_at_size(matmul, shape=(8192, 8192, 4096)):
     """On a GPU: ``matmul`` at a real size on quantized normal data, against the fp32 product of the same e4m3
-    values; returns the relative error (raises AssertionError past 2e-2)."""
+    values, within 2e-2; prints its verdict as ``check`` does and returns it (a ``Verdict``)."""
     assert MODE != "cpu", "check_at_size needs a GPU"
     M, N, K = shape
-    a, sa = gemm_fp8.quantize(torch.randn(M, K, device="cuda"))
-    bt, sb = gemm_fp8.quantize(torch.randn(N, K, device="cuda"))
-    out = lab_check.poisoned(M, N, dtype=torch.bfloat16, padded=False)
-    matmul(a, bt, sa, sb, 128, 256, 128, 3, out=out)
-    ref = gemm_fp8.reference(a, bt, sa, sb).float()
-    err = ((out.float() - ref).norm() / ref.norm()).item()
-    assert not lab_check.unwritten(out).any() and err <= 2e-2, f"at {M}x{N}x{K}: relative error {err:.2e}"
-    return err
+
+    def at_size():
+        a, sa = gemm_fp8.quantize(torch.randn(M, K, device="cuda"))
+        bt, sb = gemm_fp8.quantize(torch.randn(N, K, device="cuda"))
+        out = lab_check.poisoned(M, N, dtype=torch.bfloat16, padded=False)
+        matmul(a, bt, sa, sb, 128, 256, 128, 3, out=out)
+        ref = gemm_fp8.reference(a, bt, sa, sb).float()
+        err = lab_check.compare(f"{M}x{N}x{K} at the course's tile (128x256x128, 3 stages)", out, ref, 2e-2)
+        return f"relative error {err:.1e}"
+    return lab_check.run("exercise 08 at size", [(f"FP8 GEMM at {M}x{N}x{K}", at_size)])

@@ -13,13 +13,18 @@ mutated, then every later cell that uses what it defines, checks included. Its o
 - not attempted: the checks called a written answer a stub;
 - raw: an exception escaped the checks (the learner would see a traceback);
 - equivalent: every check passed, and every kernel the checks compiled for sm_90 has the solution's PTX, or (in the
-  interpreter) the mutant loads and stores what the solution does and stores the same values, on the check's inputs
-  drawn from two fixed seeds (what differs, a fill value no kept lane reads say, changes nothing the kernel does);
+  interpreter: on a GPU, in a child process without one) the mutant loads and stores what the solution does and
+  stores the same values, on the check's inputs drawn from two fixed seeds (what differs, a fill value no kept lane
+  reads say, changes nothing the kernel does);
 - survived: every check passed, and the compiled code differs (or nothing was compiled to compare).
+
+Run on a GPU, the checks see values and compiled code (and, for a notebook that passes, the interpreter's twin:
+``kernels.lab.twin``); the report of that mode is reports/mutants-gpu.json, beside the CPU mode's.
 
     python -m kernels.tools.mutants 01 04       # those exercises; all when none is named
     python -m kernels.tools.mutants --sample 5  # 5 mutants per exercise, drawn evenly (CI's quick run)
-    python -m kernels.tools.mutants --report    # write reports/mutants.json and .md (the committed report)
+    python -m kernels.tools.mutants --report    # write the report of this mode (reports/mutants.json, or
+                                                # reports/mutants-gpu.json on a GPU) and its .md
 """
 import argparse
 import ast
@@ -39,7 +44,12 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parents[2]
-REPORT = ROOT / "reports" / "mutants.json"
+REPORT = ROOT / "reports" / "mutants.json"          # CPU mode: Triton's interpreter
+GPU_REPORT = ROOT / "reports" / "mutants-gpu.json"  # on a GPU
+
+
+def report_path(gpu):
+    return GPU_REPORT if gpu else REPORT
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 HIDDEN = re.compile(r"^\s*### BEGIN HIDDEN TESTS.*?### END HIDDEN TESTS[^\n]*\n?", re.S | re.M)
 
@@ -380,6 +390,19 @@ def _defines(source):
         {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
 
 
+def _bound(source):
+    """Every name a cell binds: imports, functions, classes, assignment and loop targets."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    names |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    names |= {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+              for a in n.names}
+    return names
+
+
 def _uses(source):
     try:
         return {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
@@ -405,12 +428,32 @@ class Runner:
         _, self.nb = solution(number)
         self.cells = [c.source for c in self.nb.cells if c.cell_type == "code"]
         self.index = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
-        self.solved = {"__name__": "__main__"}  # the namespace after every cell ran as the solution has it
+        self.solved = {"__name__": "__main__"}  # the namespace after every cell a mutant needs ran as the solution has it
         for i, src in zip(self.index, self.cells):
-            with contextlib.redirect_stdout(io.StringIO()):
-                _exec(self.solved, src, f"{number}-{i}")
+            if i in self.needed():
+                with contextlib.redirect_stdout(io.StringIO()), self.replaying(i, src):
+                    _exec(self.solved, src, f"{number}-{i}")
         _record_ptx()
         self.reference = {}
+
+    def needed(self):
+        """The cells a mutant's run can depend on: the answer cells, the cells after them that use what they define
+        (the checks), and every earlier cell that defines a name one of those uses. The rest (a timing at size, a
+        plot) would only cost time here."""
+        need = {i for i, src in zip(self.index, self.cells) if BEGIN in src}
+        need |= {j for i in set(need) for j, _ in self.later(i, self.cells[self.index.index(i)])}
+        for i, src in reversed(list(zip(self.index, self.cells))):
+            if i not in need and _bound(src) & set().union(*(_uses(HIDDEN.sub("", self.cells[self.index.index(j)]))
+                                                             for j in need if j > i)):
+                need.add(i)
+        return need
+
+    def replaying(self, index, source):
+        """The twin (kernels.lab.twin) of a check run in cell ``index`` replays the cells a notebook would have run by
+        then: the solution's before it, this one's ``source``."""
+        from kernels.lab import twin
+        before = [HIDDEN.sub("", src) for i, src in zip(self.index, self.cells) if i < index]
+        return twin.replaying(before + [HIDDEN.sub("", source)])
 
     def later(self, index, source):
         """The cells after ``index`` that use what the mutated cell (or a cell run after it) defines."""
@@ -428,9 +471,11 @@ class Runner:
         os.environ.update(env)
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-                _exec(ns, source, f"{self.number}-{cell}-{name}")
+                with self.replaying(cell, source):
+                    _exec(ns, source, f"{self.number}-{cell}-{name}")
                 for i, src in self.later(cell, source):
-                    _exec(ns, src, f"{self.number}-{i}")
+                    with self._replaying_after(cell, source, i, src):
+                        _exec(ns, src, f"{self.number}-{i}")
         except Exception as e:  # noqa: BLE001 - whatever escapes is what the learner would see
             raised = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         else:
@@ -440,6 +485,12 @@ class Runner:
                 del os.environ[key]
         return out.getvalue(), raised
 
+    def _replaying_after(self, cell, source, index, src):
+        """``replaying`` for a later cell ``index``: the mutated cell ``cell`` holds ``source`` in what it replays."""
+        from kernels.lab import twin
+        before = [HIDDEN.sub("", source if i == cell else text) for i, text in zip(self.index, self.cells) if i < index]
+        return twin.replaying(before + [HIDDEN.sub("", src)])
+
     def traced_alike(self, mutant, seeds=(1, 2)):
         """Whether the mutant loads and stores what the solution does, and stores the same values, on the check's
         inputs drawn from each of ``seeds`` (the interpreter only: it traces every access). An honest
@@ -447,7 +498,7 @@ class Runner:
         import tempfile
         from kernels.lab import mode, trace
         if not mode.INTERPRET:
-            return False
+            return _alike_without_gpu(mutant)
         source = self.cells[self.index.index(mutant.cell)]
         source = source if source.lstrip().startswith(("RING = r", "CUDA = r")) else ast.unparse(ast.parse(source))
         for seed in seeds:
@@ -499,6 +550,17 @@ class Runner:
         self.reference[cell] = Path(ptx_path).read_text().splitlines()
 
 
+def _alike_without_gpu(mutant):
+    """``Runner.traced_alike`` of ``mutant`` in a child process with no GPU (CPU mode: the interpreter traces)."""
+    import subprocess
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env.pop("TRITON_INTERPRET", None)
+    done = subprocess.run([sys.executable, "-m", "kernels.tools.mutants", "--alike"], text=True, capture_output=True,
+                          input=json.dumps({k: getattr(mutant, k) for k in ("exercise", "cell", "source")}), env=env,
+                          timeout=900)
+    return done.stdout.strip().endswith("alike")
+
+
 def run_exercise(number, sample=None, shard=(0, 1), log=print):
     import tempfile
     found = mutants(number)[shard[0]::shard[1]]
@@ -531,36 +593,47 @@ def summary(results):
 
 def fingerprint(number):
     """What the report of an exercise depends on: its solution notebook, its check's module, the checks' library
-    (check.py; trace.py, which reads the interpreter's loads and stores; triton_internals.py, which types the
-    interpreter's float arguments) and this tester."""
+    (check.py; trace.py, which reads the interpreter's loads and stores; twin.py, which replays a notebook there from a
+    GPU; triton_internals.py, which types the interpreter's float arguments) and this tester."""
     _, nb = solution(number)
     module, = ROOT.glob(f"kernels/lessons/l{number}_*_exercise.py")
     digest = hashlib.sha256()
     for cell in nb.cells:  # the code only: outputs (a re-run on another machine) change no mutant's outcome
         if cell.cell_type == "code":
             digest.update(cell.source.encode())
-    for p in (module, ROOT / "kernels/lab/check.py", ROOT / "kernels/lab/trace.py",
+    for p in (module, ROOT / "kernels/lab/check.py", ROOT / "kernels/lab/trace.py", ROOT / "kernels/lab/twin.py",
               ROOT / "kernels/lab/triton_internals.py", Path(__file__)):
         digest.update(p.read_bytes())
     return digest.hexdigest()[:16]
 
 
-def write_report(results, numbers, where=None):
-    REPORT.parent.mkdir(exist_ok=True)
-    old = json.loads(REPORT.read_text()) if REPORT.exists() else {"exercises": {}}
+def here():
+    """(on a GPU, this machine and stack in words) for a report."""
+    import platform
+    import torch
+    import triton
+    stack = f"torch {torch.__version__}, triton {triton.__version__}, Python {platform.python_version()}"
+    if not torch.cuda.is_available():
+        return False, stack
+    from kernels.lab import bench
+    return True, f"{torch.cuda.get_device_name()}, driver {bench.driver()}, {stack}"
+
+
+def write_report(results, numbers, where=None, gpu=None):
+    on_gpu, stack = here()
+    gpu = on_gpu if gpu is None else gpu
+    path = report_path(gpu)
+    path.parent.mkdir(exist_ok=True)
+    old = json.loads(path.read_text()) if path.exists() else {"exercises": {}}
     for number in numbers:
         mine = [m for m in results if m.exercise == number]
         old["exercises"][number] = {
             "fingerprint": fingerprint(number), "summary": summary(mine)[number] if mine else {},
             "mutants": [{k: v for k, v in asdict(m).items() if k not in ("source", "exercise")} for m in mine]}
-    import platform
-    import torch
-    import triton
-    old["recorded"] = {"date": time.strftime("%Y-%m-%d"), "mode": "cpu (Triton's interpreter)",
-                       "stack": where or f"torch {torch.__version__}, triton {triton.__version__}, Python "
-                                         f"{platform.python_version()}"}
-    REPORT.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
-    lines = ["# Mutation testing of the exercise checks", "",
+    old["recorded"] = {"date": time.strftime("%Y-%m-%d"), "mode": "gpu" if gpu else "cpu (Triton's interpreter)",
+                       "stack": where or stack}
+    path.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
+    lines = ["# Mutation testing of the exercise checks" + (" on a GPU" if gpu else ""), "",
              "Written by `python -m kernels.tools.mutants --report` (`make mutants`) on " + old["recorded"]["date"] +
              f", {old['recorded']['mode']}, {old['recorded']['stack']}; read by tests/test_mutants.py. "
              "What each outcome means: the module's docstring.", "",
@@ -575,7 +648,7 @@ def write_report(results, numbers, where=None):
             lines += ["", f"## Exercise {number}: not named", ""]
             lines += [f"- **{m['outcome']}** (cell {m['cell']}, {m['operator']}): `{m['line']}` -> `{m['change']}`"
                       + (f": {m['message'].splitlines()[0][:240]}" if m["message"] else "") for m in rest]
-    REPORT.with_suffix(".md").write_text("\n".join(lines) + "\n")
+    path.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
 def main(argv=None):
@@ -590,15 +663,27 @@ def main(argv=None):
                         "(default: this one's)")
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="read the outcomes of shards (--out files) instead of "
                         "running; with --report, write the report from them")
+    parser.add_argument("--alike", action="store_true", help=argparse.SUPPRESS)  # a GPU run's child: see traced_alike
     args = parser.parse_args(argv)
+    if args.alike:  # {exercise, cell, source} on stdin: is the mutant traced alike the solution here (no GPU)?
+        from kernels.lab import mode  # noqa: F401  (picks the mode before Triton loads)
+        m = json.loads(sys.stdin.read())
+        mutant = Mutant(m["exercise"], m["cell"], "", "size", "", "", m["source"])
+        print("alike" if Runner(m["exercise"]).traced_alike(mutant) else "differs")
+        return 0
     numbers = args.numbers or sorted(p.name[:2] for p in ROOT.glob("solutions/[0-9][0-9]_*.ipynb"))
     if args.list:
         for number in numbers:
             for m in mutants(number):
                 print(f"{number} cell {m.cell} {m.operator} [{m.construct}]: {m.line} -> {m.change}")
         return 0
+    gpu = None
     if args.merge:
-        results = [Mutant(**m) for path in args.merge for m in json.loads(Path(path).read_text())]
+        shards = [json.loads(Path(path).read_text()) for path in args.merge]
+        if len({s["gpu"] for s in shards}) > 1:
+            raise SystemExit("the shards ran in different modes (with and without a GPU): one report is one mode")
+        gpu, args.where = shards[0]["gpu"], args.where or shards[0]["where"]
+        results = [Mutant(**m) for s in shards for m in s["mutants"]]
         made = {(m.exercise, m.cell, m.source) for n in numbers for m in mutants(n)}
         ran = {(m.exercise, m.cell, m.source) for m in results}
         if made - ran or ran - made:
@@ -612,13 +697,14 @@ def main(argv=None):
         for number in numbers:
             results += run_exercise(number, args.sample, tuple(int(v) for v in args.shard.split("/")))
     if args.out:
-        Path(args.out).write_text(json.dumps([asdict(m) for m in results]))
+        on_gpu, where = here()
+        Path(args.out).write_text(json.dumps({"gpu": on_gpu, "where": where, "mutants": [asdict(m) for m in results]}))
     for number, row in summary(results).items():
         print(number, " ".join(f"{k}={v}" for k, v in row.items()))
     if args.report:
         if args.shard != "0/1" or args.sample:
             raise SystemExit("--report needs every mutant: no --shard, no --sample")
-        write_report(results, numbers, args.where)
+        write_report(results, numbers, args.where, gpu)
     return 0
 
 
