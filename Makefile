@@ -13,15 +13,20 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 # exercises/ run in tests/test_notebooks.py, which asserts what they print
 NOTEBOOKS = notebooks solutions
-# pytest-xdist workers: one per core, as many as memory holds at 2 GiB each (kernels/tools/doctor.py, _jobs); a
-# notebook's cells stay together in one worker (--dist loadfile)
+# pytest-xdist workers: one per core, as many as memory holds at 2 GiB each (kernels/tools/doctor.py, _jobs); work
+# units (a notebook's cells, a test file, or a test of a file tests/conftest.py spreads) longest first, by
+# tests/durations.json (tests/conftest.py schedules them); `make test-here DURATIONS=1` on a GPU writes it anew
 JOBS   ?= $(shell $(PYTHON) kernels/tools/doctor.py --jobs)
+# a Jupyter kernel took over 60 s (nbval's and nbclient's default) to start at the start of a 16-worker run (H100)
 PYTEST_ARGS = tests $(NOTEBOOKS) --nbval-lax --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg -q \
-	-n $(JOBS) --dist loadfile
+	--nbval-kernel-startup-timeout 300 \
+	-n $(JOBS) $(if $(DURATIONS),--record-durations tests/durations.json)
 # the suite in two parts: all but the tests marked `timing` in JOBS workers, then those alone, so that no other
-# kernel shares the GPU while they time (both parts run; either failing fails the suite)
+# kernel shares the GPU while they time (both parts run; either failing fails the suite). The parallel part times
+# with a tenth of the windows (COURSE_BENCH_SCALE, kernels/lab/bench.py): its figures, with the card shared, measure
+# nothing; what it tests is that the live paths run
 define suite
-$(1) -m pytest $(PYTEST_ARGS) -m "not timing"; parallel=$$?; \
+COURSE_BENCH_SCALE=0.1 $(1) -m pytest $(PYTEST_ARGS) -m "not timing"; parallel=$$?; \
 $(1) -m pytest tests -q -p no:xdist -m timing; alone=$$?; \
 test $$parallel = 0 -a $$alone = 0
 endef

@@ -57,3 +57,88 @@ def own_process_on_gpu(test):
 def own_interview_progress(tmp_path, monkeypatch):
     """Scores a test gives in the interview pack go to a file of the test's own, never the tester's home."""
     monkeypatch.setenv("COURSE_PROGRESS", str(tmp_path / "interview.json"))
+
+
+# ---- the parallel part's schedule (make test: pytest-xdist) ----------------------------------------------------
+# A work unit goes to one worker whole: a notebook's cells (they share a kernel), a test file's tests, or, in a file
+# named in SPREAD, each test alone (None) or every n-th test together (n: a module fixture worth building once a
+# worker, e.g. exercise 06's CUDA extensions). Units start longest first, by the seconds tests/durations.json holds
+# for each (`make test-here DURATIONS=1` on a GPU writes it anew), so the last to finish are short ones. (xdist's
+# own --dist loadgroup renames a test's node id, which pytest 9 no longer lets it do: the schedule is this hook's.)
+DURATIONS = __import__("pathlib").Path(__file__).with_name("durations.json")
+UNKNOWN_S = 10.0  # a unit the file does not know yet (a new test file)
+SPREAD = {f"tests/test_{name}.py": n for name, n in [
+    ("exercise_01", None), ("exercise_02", None), ("exercise_03", None), ("exercise_04", None),
+    ("exercise_05", None), ("exercise_06", 3), ("exercise_08", None), ("exercise_09", None), ("mutants", None),
+    ("notebooks", None), ("twin", None), ("widgets", None)]}
+
+
+def units(nodeids):
+    """The work unit of each node id, in order (a spread file's n-th test is the n-th of its ids here)."""
+    seen, found = {}, []
+    for nodeid in nodeids:
+        path = nodeid.split("::")[0]
+        k = seen[path] = seen.get(path, -1) + 1
+        found.append(path if path not in SPREAD else nodeid if SPREAD[path] is None else f"{path}#{k % SPREAD[path]}")
+    return found
+
+
+_UNIT = {}  # node id -> its work unit, in this process
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest units first; a unit's own tests keep their order (a notebook's cells run in turn)."""
+    import json
+    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    found = units([item.nodeid for item in items])
+    _UNIT.update(zip((item.nodeid for item in items), found))
+    rank = {u: (-seconds.get(u, UNKNOWN_S), first) for first, u in reversed(list(enumerate(found)))}
+    items[:] = [item for _, item in sorted(enumerate(items), key=lambda p: (rank[found[p[0]]], p[0]))]
+
+
+@pytest.hookimpl(optionalhook=True)  # a run without xdist (the timing part) has no such hook
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's scope scheduling (a scope goes to one worker whole, in the order collected) with ``units`` as scopes."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):
+        def _split_scope(self, nodeid):
+            if not _UNIT or nodeid not in _UNIT:
+                _UNIT.update(zip(self.collection, units(self.collection)))
+            return _UNIT[nodeid]
+    config.option.loadscopereorder = False  # the collection's order is the schedule's
+    return Units(config, log)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--record-durations", metavar="JSON", help="write each work unit's seconds (setup, call and "
+                     "teardown of its tests) to JSON: the order of the next runs (tests/durations.json)")
+
+
+_SPENT = {}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    yield
+    unit = _UNIT.get(item.nodeid, item.nodeid.split("::")[0])
+    _SPENT[unit] = _SPENT.get(unit, 0.0) + call.duration
+
+
+def pytest_sessionfinish(session):
+    """Each process writes what its tests spent (``--record-durations``); the controller, last, adds them up."""
+    import json
+    from pathlib import Path
+    out = session.config.getoption("--record-durations")
+    if not out:
+        return
+    worker = getattr(session.config, "workerinput", {}).get("workerid")
+    if worker:
+        Path(f"{out}.{worker}").write_text(json.dumps(_SPENT))
+        return
+    spent = dict(_SPENT)
+    for part in Path(out).parent.glob(Path(out).name + ".gw*"):
+        for unit, s in json.loads(part.read_text()).items():
+            spent[unit] = spent.get(unit, 0.0) + s
+        part.unlink()
+    Path(out).write_text(json.dumps({u: round(s, 1) for u, s in sorted(spent.items())}, indent=0) + "\n")

@@ -12,9 +12,6 @@ from kernels.tools import mutants
 
 from conftest import own_process_on_gpu
 
-# each test a work unit of its own in the parallel part (conftest: spread)
-pytestmark = pytest.mark.spread()
-
 KERNEL = '''@triton.jit
 def k(x_ptr, out_ptr, M, N, stride_xm, stride_om, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     ### BEGIN SOLUTION

@@ -1,14 +1,13 @@
 """The interpreter's twin of a check on a GPU (kernels/lab/twin.py): the notebook's cells replayed in a CPU process,
 where Triton's interpreter follows every load and store. Run here in CPU mode, the child is what a GPU would start."""
-import io
 import contextlib
+import io
 
 import pytest
 
 from kernels.lab import check, twin
 from kernels.tools import mutants
 
-pytestmark = pytest.mark.spread()  # each test a work unit of its own in the parallel part (conftest: spread)
 
 W_PAST_N = "w = tl.load(w_ptrs, mask=(rk[:, None] < k_left) & (rn[None, :] <= N), other=0.0)"
 
