@@ -330,7 +330,7 @@ def test_nvml_that_cannot_answer_is_a_warning_not_a_crash(monkeypatch):
     assert r.status == "WARN" and "ZeroDivisionError" in r.detail
 
 
-def test_the_suite_line_gives_the_h200_time_on_a_gpu_and_the_makefile_takes_its_workers(monkeypatch):
+def test_the_suite_line_gives_the_gpu_time_on_a_gpu_and_the_makefile_takes_its_workers(monkeypatch):
     # the Makefile's default JOBS is the doctor's count (a make above this one may pass its own: not here)
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS", "JOBS")}
     dry = subprocess.run(["make", "-s", "-n", "test-here"], cwd=ROOT, capture_output=True, text=True, env=env).stdout
@@ -338,7 +338,7 @@ def test_the_suite_line_gives_the_h200_time_on_a_gpu_and_the_makefile_takes_its_
     monkeypatch.setattr(doctor, "_mode", lambda: SimpleNamespace(MODE="hopper"))
     monkeypatch.setattr(doctor, "_jobs", lambda: 4)
     r = doctor.check_suite()
-    minutes = " and ".join(f"{t // 60} min {t % 60:02d} s" for t in doctor.SUITE_H200["seconds"])
+    minutes = " and ".join(f"{t // 60} min {t % 60:02d} s" for t in doctor.SUITE_GPU["seconds"])
     assert r.detail.startswith("make test-here runs 4 workers here") and minutes in r.detail
     assert "expect longer here, up to 4.0x" in r.detail
     assert minutes in (ROOT / "README.md").read_text().replace("\n", " ")  # README states the same measurement
