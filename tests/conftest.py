@@ -74,12 +74,15 @@ SPREAD = {f"tests/test_{name}.py": n for name, n in [
 
 
 def units(nodeids):
-    """The work unit of each node id, in order (a spread file's n-th test is the n-th of its ids here)."""
-    seen, found = {}, []
+    """The work unit of each node id: its file, itself, or one of n groups of its file (by a hash of the id, so that
+    the controller and the workers, which see the tests in different orders, agree)."""
+    import zlib
+    found = []
     for nodeid in nodeids:
         path = nodeid.split("::")[0]
-        k = seen[path] = seen.get(path, -1) + 1
-        found.append(path if path not in SPREAD else nodeid if SPREAD[path] is None else f"{path}#{k % SPREAD[path]}")
+        n = SPREAD.get(path, 0)
+        found.append(path if path not in SPREAD else nodeid if n is None else
+                     f"{path}#{zlib.crc32(nodeid.encode()) % n}")
     return found
 
 
@@ -118,11 +121,29 @@ def pytest_addoption(parser):
 _SPENT = {}
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    yield
-    unit = _UNIT.get(item.nodeid, item.nodeid.split("::")[0])
-    _SPENT[unit] = _SPENT.get(unit, 0.0) + call.duration
+class _Spent:
+    """Each test's setup, call and teardown added to its unit. A plugin of its own: a conftest's hook about a test
+    hears only the tests below the conftest's folder, not the notebooks'."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        yield
+        unit = _UNIT.get(item.nodeid, item.nodeid.split("::")[0])
+        _SPENT[unit] = _SPENT.get(unit, 0.0) + call.duration
+
+
+def pytest_configure(config):
+    if config.getoption("--record-durations"):
+        config.pluginmanager.register(_Spent(), "course-durations")
+
+
+def pytest_sessionstart(session):
+    """The controller clears what a run that died may have left of its workers' durations."""
+    from pathlib import Path
+    out = session.config.getoption("--record-durations")
+    if out and not hasattr(session.config, "workerinput"):
+        for part in Path(out).parent.glob(Path(out).name + ".gw*"):
+            part.unlink()
 
 
 def pytest_sessionfinish(session):
