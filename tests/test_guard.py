@@ -164,10 +164,9 @@ def test_the_jupyter_kernel_survives_a_kernel_that_never_ends(tmp_path):
 
 @pytest.mark.parametrize("sharers, finishes", [(0, False), (3, True), (None, True)])
 def test_a_gpu_shared_with_other_processes_is_waited_for_longer(monkeypatch, sharers, finishes):
-    """A mark reached late because other processes' work runs first (seen on the H100 with 15 test processes on the
-    card: 5 s behind a check that takes a second) is not a kernel that never ends: where NVML lists other compute
-    processes on the GPU, or cannot tell, the watch waits GPU_SHARED_TIMEOUT_S; alone on it, GPU_TIMEOUT_S. Scaled
-    down here: 0.3 s and 3 s, a mark reached after 1 s."""
+    """A mark reached late on a card other processes compute on is not, by that alone, a kernel that never ends:
+    where NVML lists other compute processes on the GPU, or cannot tell, the watch waits GPU_SHARED_TIMEOUT_S; alone
+    on it, GPU_TIMEOUT_S. Scaled down here: 0.3 s and 3 s, a mark reached after 1 s (the old watch gave up here)."""
     monkeypatch.setattr(check, "GPU_TIMEOUT_S", 0.3)
     monkeypatch.setattr(check, "GPU_SHARED_TIMEOUT_S", 3.0)
     monkeypatch.setattr(check, "gpu_sharers", lambda: sharers)

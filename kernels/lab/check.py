@@ -345,11 +345,10 @@ def _outcome_in_child(fn, timeout=None):
 # on a GPU a kernel that never ends cannot be stopped from its own process, and the check that waits for it would
 # wait forever: the check runs in a thread, a second thread keeps putting marks on the GPU's queue (CUDA events) and
 # notes when the GPU reaches each, and the caller gives up when the GPU has not caught up for the limit. A check's
-# kernels take milliseconds on the H200; compiling (nothing queued) never counts. On a GPU that other processes
-# compute on, this process's work waits its turn behind theirs: on the H100, 2026-12-06, with 15 other test
-# processes on the card (Nsight Compute profiling among them), a mark behind exercise 00's first tensors was not
-# reached for 5 s, and a check that finishes in a second was given up on. There the limit is a minute, as for a
-# check in CPU mode
+# kernels take milliseconds on the H200; compiling (nothing queued) never counts. A GPU that other processes compute
+# on serves them too: on an H100 running the test suite's 16 processes (2026-12-06, issue 41), the untouched exercise
+# 08, whose stub never compiles, was given up on after 5 s; why its GPU fell 5 s behind was not found. Where others
+# compute on the card the limit is a minute, as for a check in CPU mode: a slow card is not a kernel that never ends
 GPU_TIMEOUT_S = 5
 GPU_SHARED_TIMEOUT_S = 60
 _WAITED = {"seconds": GPU_TIMEOUT_S, "why": ""}  # the limit the last watched check ran under, and why
