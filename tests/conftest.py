@@ -106,7 +106,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class Units(LoadScopeScheduling):
         def _split_scope(self, nodeid):
-            if not _UNIT or nodeid not in _UNIT:
+            if nodeid not in _UNIT:  # the controller collects nothing: it learns the units here, once
                 _UNIT.update(zip(self.collection, units(self.collection)))
             return _UNIT[nodeid]
     config.option.loadscopereorder = False  # the collection's order is the schedule's
@@ -137,12 +137,17 @@ def pytest_configure(config):
         config.pluginmanager.register(_Spent(), "course-durations")
 
 
+def _parts(out):
+    """The workers' shares of ``--record-durations out``."""
+    from pathlib import Path
+    return Path(out).parent.glob(Path(out).name + ".gw*")
+
+
 def pytest_sessionstart(session):
     """The controller clears what a run that died may have left of its workers' durations."""
-    from pathlib import Path
     out = session.config.getoption("--record-durations")
     if out and not hasattr(session.config, "workerinput"):
-        for part in Path(out).parent.glob(Path(out).name + ".gw*"):
+        for part in _parts(out):
             part.unlink()
 
 
@@ -158,7 +163,7 @@ def pytest_sessionfinish(session):
         Path(f"{out}.{worker}").write_text(json.dumps(_SPENT))
         return
     spent = dict(_SPENT)
-    for part in Path(out).parent.glob(Path(out).name + ".gw*"):
+    for part in _parts(out):
         for unit, s in json.loads(part.read_text()).items():
             spent[unit] = spent.get(unit, 0.0) + s
         part.unlink()

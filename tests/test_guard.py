@@ -95,7 +95,8 @@ def test_the_jupyter_kernel_survives_an_unmasked_far_store(tmp_path):
         "    axpy_kernel[(triton.cdiv(x.numel(), BLOCK),)](x, y, out, alpha, x.numel(), BLOCK=BLOCK)",
         "exercise.check(lambda M, N, K, e: 0, lambda f, b, tf, tb: 0, lambda n, e, fused: 0, axpy, axpy_kernel)",
         "print('still alive')")]
-    NotebookClient(nb, timeout=300, startup_timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, timeout=300, startup_timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells for o in c.outputs)
     assert "FAIL  relu_axpy: values: the process running your kernel crashed (SIGSEGV)" in text, text
     assert "still alive" in text
@@ -153,7 +154,8 @@ def test_the_jupyter_kernel_survives_a_kernel_that_never_ends(tmp_path):
         "import time; start = time.monotonic()\n"
         "exercise.check(lambda M, N, K, e: 0, lambda f, b, tf, tb: 0, lambda n, e, fused: 0, axpy, axpy_kernel)\n"
         "print(f'still alive after {time.monotonic() - start:.0f} s')")]
-    NotebookClient(nb, timeout=300, startup_timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, timeout=300, startup_timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
     text = "".join(o.get("text", "") for c in nb.cells for o in c.outputs)
     assert re.search(rf"your kernel did not finish: the GPU had not done its work after ({check.GPU_TIMEOUT_S}|"
                      rf"{check.GPU_SHARED_TIMEOUT_S}) s", text), text

@@ -125,7 +125,7 @@ def test_a_sample_of_the_report_holds(number, tmp_path):
         was = recorded[(m.cell, m.line, m.change)]
         assert m.outcome in KILLED, (
             f"exercise {number}, cell {m.cell}, {m.operator}: `{m.line}` -> `{m.change}` was {was} in "
-            f"reports/mutants.json, now {m.outcome}: {m.message}")
+            f"{mutants.report_path(GPU).name}, now {m.outcome}: {m.message}")
 
 
 # the share of killed mutants whose message names what was changed. On a GPU a check that fails on the values says
