@@ -5,6 +5,8 @@ import os
 import random
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import nbformat
@@ -162,6 +164,25 @@ def test_the_jupyter_kernel_survives_a_kernel_that_never_ends(tmp_path):
     assert "restart the Jupyter kernel (Kernel > Restart Kernel)" in text, text
     seconds = int(text.split("still alive after ")[1].split(" s")[0])
     assert seconds < check.GPU_SHARED_TIMEOUT_S + 30, text
+
+
+@gpu_only
+def test_cuda_starts_when_kernels_is_imported_not_inside_a_check():
+    """A CUDA context takes seconds to make on a crowded card (up to 6 s, 32 processes at once on an H100), and a
+    check whose kernels were the process's first CUDA work counted that as the GPU falling behind and gave up on
+    the untouched exercise 08 (issue 41): ``import kernels``, every notebook's first line, makes it."""
+    probe = ("import ctypes\n"
+             "cuda = ctypes.CDLL('libcuda.so.1')\n"
+             "def context():\n"
+             "    ctx = ctypes.c_void_p()\n"
+             "    assert cuda.cuInit(0) == 0 and cuda.cuCtxGetCurrent(ctypes.byref(ctx)) == 0\n"
+             "    return ctx.value is not None\n"
+             "import torch\n"
+             "before = context()\n"
+             "import kernels\n"
+             "print(before, context())")
+    run = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert run.stdout.split() == ["False", "True"], run.stdout + run.stderr[-2000:]
 
 
 @pytest.mark.parametrize("sharers, finishes", [(0, False), (3, True), (None, True)])

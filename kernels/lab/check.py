@@ -345,10 +345,10 @@ def _outcome_in_child(fn, timeout=None):
 # on a GPU a kernel that never ends cannot be stopped from its own process, and the check that waits for it would
 # wait forever: the check runs in a thread, a second thread keeps putting marks on the GPU's queue (CUDA events) and
 # notes when the GPU reaches each, and the caller gives up when the GPU has not caught up for the limit. A check's
-# kernels take milliseconds on the H200; compiling (nothing queued) never counts. A GPU that other processes compute
-# on serves them too: on an H100 running the test suite's 16 processes (2026-12-06, issue 41), the untouched exercise
-# 08, whose stub never compiles, was given up on after 5 s; why its GPU fell 5 s behind was not found. Where others
-# compute on the card the limit is a minute, as for a check in CPU mode: a slow card is not a kernel that never ends
+# kernels take milliseconds on the H200; compiling (nothing queued) never counts, nor does CUDA's start (its context
+# is made by `import kernels`: made inside a check, on an H100 crowded by the test suite, it stalled the marks past
+# 5 s and the untouched exercise 08 was given up on, issue 41). A GPU that other processes compute on serves them
+# too: where others compute on the card the limit is a minute, as for a check in CPU mode
 GPU_TIMEOUT_S = 5
 GPU_SHARED_TIMEOUT_S = 60
 _WAITED = {"seconds": GPU_TIMEOUT_S, "why": ""}  # the limit the last watched check ran under, and why
