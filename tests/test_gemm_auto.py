@@ -3,6 +3,7 @@ ragged shapes, every dtype it takes (bf16 only on a GPU: the interpreter's bf16 
 searched, the pointer fallback, the tuned cache written and read (GPU), the fast path of a plain call reused with
 new tensors (GPU), and the bars read from the records."""
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +14,7 @@ from kernels.lab.mode import DEVICE, LIVE, MODE
 from kernels.lessons import any_shape
 from kernels.ops import gemm_auto, gemm_fp8, gemm_splitk
 
+ROOT = Path(__file__).resolve().parents[1]
 DTYPES = [torch.float16] + ([torch.bfloat16] if LIVE else [])
 
 
@@ -93,6 +95,25 @@ def test_a_shape_never_searched_is_predicted_and_small_m_goes_to_split_k():
                                                       torch.empty(4096, 14336, dtype=torch.float16))
     choice = gemm_auto.choose(a, b, torch.empty(16, 14336, dtype=torch.float16, device=a.device))
     assert choice.source == "predicted" and "predicted" in choice.why and choice.kernel == "gemm_splitk"
+
+
+def test_lesson08s_drawn_small_m_fp8_shapes_all_go_to_split_k():
+    """Lesson 08 checks the printed line of a call at M = 40 and a drawn N and K against its committed output, so
+    every draw must get the one choice it prints (a draw of K below 1800 once got whole tiles: red on an H100)."""
+    import re
+    import nbformat
+    nb = nbformat.read(ROOT / "notebooks" / "08_fp8_capstone.ipynb", as_version=4)
+    cell = next(c.source for c in nb.cells if "matmul_fp8 at a small M" in c.source)
+    (n0, n1), (k0, k1) = [tuple(map(int, r)) for r in re.findall(r"16 \* random\.randint\((\d+), (\d+)\)", cell)]
+    assert "ran gemm_fp8_splitk" in "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", [])
+                                            if "matmul_fp8 at a small M" in c.source)
+    # every tenth value and both ends (each choice ranks every record: tens of milliseconds); the whole-tile region
+    # lies at large N and small K, a corner of the grid
+    grid = lambda lo, hi: sorted(set(range(lo, hi + 1, 10)) | {hi})  # noqa: E731
+    other = [(16 * n, 16 * k) for n in grid(n0, n1) for k in grid(k0, k1)
+             if gemm_auto._choose(40, 16 * n, 16 * k, "float8_e4m3fn", 132, True,
+                                  gemm_auto._generation()).kernel != "gemm_fp8_splitk"]
+    assert not other, f"{len(other)} drawn (N, K) choose otherwise, e.g. {other[:3]}"
 
 
 def test_work_counts_rounds_of_programs():
