@@ -287,3 +287,23 @@ def test_the_mock_interview_deals_the_plan_against_a_clock_and_keeps_what_was_mi
     assert same_topic.deck[0] is missed and "missed last time" in same_topic.header.value
     path.write_text("{not json")
     assert deck.Progress(path).items == {}
+
+
+def test_two_widgets_scoring_in_turn_keep_both_scores(items, tmp_path):
+    """The pack's widgets each read the progress file when made; each score is added to what the file holds when
+    written, so a widget made before another scored does not erase that score, and deals it first on a new deck."""
+    path = tmp_path / "progress.json"
+    test = deck.SelfTest(items=items, seed=1, shuffle=False, progress=deck.Progress(path))
+    mock = deck.MockInterview(seed=2, items=items, progress=deck.Progress(path))
+    first = test.current
+    test.reveal()
+    test.score(0.0)
+    second = next(i for i in mock.deck if i.key != first.key)
+    mock.pos = mock.deck.index(second)
+    mock.reveal()
+    mock.score(0.5)
+    kept = json.loads(path.read_text())["items"]
+    assert set(kept) == {first.key, second.key}, sorted(kept)
+    assert kept[first.key]["last"] == 0.0 and kept[second.key]["last"] == 0.5
+    test.start()
+    assert test.deck[0].key in (first.key, second.key) and "missed last time" in test.header.value

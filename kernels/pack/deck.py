@@ -34,30 +34,41 @@ def by_topic(items):
 
 class Progress:
     """Each item's last score and how often it was missed, in a JSON file of the candidate's own
-    (COURSE_PROGRESS, or ~/.gpu-course/interview.json: in a JupyterHub room, each participant's home)."""
+    (COURSE_PROGRESS, or ~/.gpu-course/interview.json: in a JupyterHub room, each participant's home). The pack's
+    fifteen widgets, and any other notebook open on it, share the file: a score is added to what the file holds
+    when it is written (under a lock), never written over it from a copy read earlier."""
 
     def __init__(self, path=None):
         self.path = Path(path or os.environ.get("COURSE_PROGRESS") or Path.home() / ".gpu-course" / "interview.json")
+        self.items = self._read()
+
+    def _read(self):
         try:
-            self.items = json.loads(self.path.read_text())["items"]
-        except (OSError, ValueError, KeyError):
-            self.items = {}  # none yet, or unreadable: start afresh rather than stop the self-test
+            return json.loads(self.path.read_text())["items"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return {}  # none yet, or unreadable: start afresh rather than stop the self-test
 
     def record(self, item, score):
-        seen = self.items.setdefault(item.key, {"seen": 0, "missed": 0})
-        seen["seen"] += 1
-        seen["missed"] += score < 1
-        seen["last"], seen["when"] = score, datetime.date.today().isoformat()
+        import fcntl
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"items": self.items}, indent=1))
-        tmp.replace(self.path)  # whole or not at all: a kernel stopped mid-write leaves the old file
+        with open(self.path.with_suffix(".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another widget's write, read-modify-write, is whole before this one
+            self.items = self._read()
+            seen = self.items.setdefault(item.key, {"seen": 0, "missed": 0})
+            seen["seen"] += 1
+            seen["missed"] += score < 1
+            seen["last"], seen["when"] = score, datetime.date.today().isoformat()
+            tmp = self.path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"items": self.items}, indent=1))
+            tmp.replace(self.path)  # whole or not at all: a kernel stopped mid-write leaves the old file
 
     def missed_last_time(self, item):
         return self.items.get(item.key, {}).get("last", 1) < 1
 
     def first_the_missed(self, items):
-        """``items`` with the ones missed last time first, each group in its own order."""
+        """``items`` with the ones missed last time first, each group in its own order (as the file has them now:
+        another widget may have scored since this one read it)."""
+        self.items = self._read()
         return sorted(items, key=lambda i: not self.missed_last_time(i))
 
 
