@@ -38,6 +38,11 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	# a learner's lab without nbgrader's buttons, as a room's participants have it: its Validate passed an untouched
+	# exercise (the checks print their verdicts, they raise nothing); the instructor grades from the command line
+	$(PY) -m jupyter labextension disable --level=sys_prefix @jupyter/nbgrader
+	for e in formgrader validate_assignment assignment_list course_list; do \
+		$(PY) -m jupyter server extension disable --sys-prefix nbgrader.server_extensions.$$e || exit 1; done
 	touch $@
 
 lab: $(VENV)/.installed

@@ -363,6 +363,22 @@ def _open_and_run_all(page, wire, base, token, name):
     assert wire.replies and set(wire.replies) == {"ok"}, f"a cell failed: {wire.errors}"
 
 
+def test_a_learners_lab_has_no_validate_button(lab, browser):
+    """nbgrader's Validate button ran the notebook and said "Success! Your notebook passes all the tests" of an
+    untouched exercise: its checks print their verdicts and raise nothing. A learner's lab (`make lab`) has none
+    of nbgrader's buttons (the instructor grades from the command line, README), as a room's participants have
+    none (workshop/jupyterhub_config.py)."""
+    base, token = lab
+    with _lab_page(browser, base, token) as (page, wire):
+        page.goto(f"{base}/lab/workspaces/validate/tree/notebooks/00_memory_wall.ipynb?token={token}")
+        page.wait_for_function(KERNEL_IDLE, timeout=RUN_ALL_S * 1000, polling=250)
+        toolbar = page.locator(".jp-NotebookPanel-toolbar").first
+        toolbar.locator("button").first.wait_for(timeout=30_000)
+        assert toolbar.locator("button").count() > 3  # the toolbar is drawn: save, insert, run...
+        page.wait_for_timeout(2000)  # the extensions' buttons are added once the panel is ready
+        assert page.locator(".validate-button").count() == 0, "nbgrader's Validate button is on the toolbar"
+
+
 def test_dropdown_explorers_redraw_on_every_choice(lab, browser):
     """Lesson 06's explorers without sliders (swizzle, cluster size): every choice of every dropdown redraws a
     whole figure, or prints the course's refusal, and no traceback appears."""
