@@ -234,3 +234,29 @@ def test_the_build_fails_when_mystmd_warns_something_is_missing():
     assert len(found) == 2 and "#fig-waves" in found[0] and "fig-room" in found[1], found
     assert build.missing("📖 Built README.md in 1.2 s.\n") == []
 
+
+
+def test_a_notebook_run_since_the_commit_is_shown_as_committed(tmp_path):
+    """JupyterLab saves a lesson a learner ran: the site still shows the committed outputs (README: the H200's).
+    build.py lists the notebooks that differ from the commit, and its copy of the course holds them as committed."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("site_build", ROOT / "website" / "build.py")
+    build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build)
+    repo = tmp_path / "course"
+    (repo / "notebooks").mkdir(parents=True)
+    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    (repo / "notebooks" / "00_x.ipynb").write_text('{"outputs": "[hopper] H200"}')
+    (repo / "README.md").write_text("the course")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "course")
+    (repo / "notebooks" / "00_x.ipynb").write_text('{"outputs": "[cpu] run since"}')
+    build.ROOT = repo
+    assert build.not_committed() == ["notebooks/00_x.ipynb"]
+    copy = tmp_path / "copy"
+    build.committed_copy({"notebooks/00_x.ipynb"}, copy)
+    assert (copy / "notebooks" / "00_x.ipynb").read_text() == '{"outputs": "[hopper] H200"}'
+    assert (copy / "README.md").read_text() == "the course"
+    git("checkout", "--", "notebooks")
+    assert build.not_committed() == []

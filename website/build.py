@@ -310,6 +310,53 @@ def unseen_outputs():
     return found
 
 
-if __name__ == "__main__":
+def not_committed():
+    """The notebooks whose file is not the last commit's (a learner ran a lesson and JupyterLab saved it, or one was
+    deleted): [] where all are, or outside a git checkout."""
+    run = subprocess.run(["git", "diff", "--name-only", "HEAD", "--", "notebooks", "exercises", "solutions"],
+                         cwd=ROOT, capture_output=True, text=True)
+    return [f for f in run.stdout.splitlines() if f.endswith(".ipynb")] if run.returncode == 0 else []
+
+
+def committed_copy(changed, into):
+    """The course's tracked files copied to ``into``, the ``changed`` notebooks as the last commit holds them."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        target = into / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if name in changed:
+            target.write_bytes(subprocess.run(["git", "show", f"HEAD:{name}"], cwd=ROOT, capture_output=True,
+                                              check=True).stdout)
+        elif (ROOT / name).is_file():
+            shutil.copy2(ROOT / name, target)
+
+
+def build():
     lost = myst_site()
-    sys.exit(1 if render_site() or unseen_outputs() or lost else 0)
+    return 1 if render_site() or unseen_outputs() or lost else 0
+
+
+def build_from_the_commit():
+    """The site shows the outputs the course committed (README: the H200's), whatever this checkout's notebooks
+    hold now: where one differs from the commit, the build runs in a copy with the committed notebooks."""
+    global ROOT, SITE, OUT
+    changed = not_committed()
+    if not changed:
+        return build()
+    import tempfile
+    for name in changed:
+        print(f"website/build.py: {name} is not as committed (run or edited since): the site shows the committed one")
+    here = OUT
+    with tempfile.TemporaryDirectory(prefix="course-site-") as tmp:
+        ROOT = Path(tmp)
+        SITE, OUT = ROOT / "_build" / "site", ROOT / "_build" / "html"
+        committed_copy(set(changed), ROOT)
+        code = build()
+        shutil.rmtree(here, ignore_errors=True)
+        shutil.copytree(OUT, here)
+    print(f"the site is in {here}")
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(build_from_the_commit())
