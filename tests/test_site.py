@@ -260,3 +260,30 @@ def test_a_notebook_run_since_the_commit_is_shown_as_committed(tmp_path):
     assert (copy / "README.md").read_text() == "the course"
     git("checkout", "--", "notebooks")
     assert build.not_committed() == []
+
+
+def test_the_site_of_a_checkout_where_a_lesson_was_run_shows_the_committed_outputs(tmp_path):
+    """The same, as a learner meets it: a copy of the course committed, lesson 00's banner output rewritten as a
+    run in CPU mode would leave it, `python website/build.py`: the page shows the committed banner."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.decode()
+    course = tmp_path / "course"
+    for name in filter(None, listed.split("\0")):
+        if (ROOT / name).is_file():
+            (course / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, course / name)
+    git = lambda *a: subprocess.run(["git", *a], cwd=course, check=True, capture_output=True)  # noqa: E731
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "course")
+    lesson = course / "notebooks" / "00_memory_wall.ipynb"
+    nb = json.loads(lesson.read_text())
+    banner = next(o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+                  if o.get("output_type") == "stream")
+    committed = "".join(banner["text"]).splitlines()[0]
+    banner["text"] = ["[cpu] a learner's run, saved by JupyterLab\n"]
+    lesson.write_text(json.dumps(nb))
+    run = subprocess.run([sys.executable, "website/build.py"], cwd=course, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "notebooks/00_memory_wall.ipynb is not as committed" in run.stdout
+    shown = text((course / "_build" / "html" / "notebooks" / "00_memory_wall.html").read_text())
+    assert committed in shown and "a learner's run" not in shown

@@ -348,9 +348,9 @@ def build_from_the_commit():
         print(f"website/build.py: {name} is not as committed (run or edited since): the site shows the committed one")
     here = OUT
     with tempfile.TemporaryDirectory(prefix="course-site-") as tmp:
+        committed_copy(set(changed), Path(tmp))
         ROOT = Path(tmp)
         SITE, OUT = ROOT / "_build" / "site", ROOT / "_build" / "html"
-        committed_copy(set(changed), ROOT)
         code = build()
         shutil.rmtree(here, ignore_errors=True)
         shutil.copytree(OUT, here)
