@@ -227,9 +227,22 @@ def test_the_recorded_figures_switch_is_reported(monkeypatch, value, status, wor
         monkeypatch.delenv("COURSE_RECORDED", raising=False)
     else:
         monkeypatch.setenv("COURSE_RECORDED", value)
+    monkeypatch.setattr(doctor, "_mode", lambda: SimpleNamespace(MODE="hopper"))
     r = doctor.check_recorded()
     assert r.status == status and word in r.detail
     assert status == "OK" or "COURSE_RECORDED=1" in r.fix
+
+
+@pytest.mark.parametrize("value", [None, "1"])
+def test_without_a_gpu_every_figure_is_said_to_be_recorded(monkeypatch, value):
+    """Not "off": without a GPU nothing is timed, whatever COURSE_RECORDED says."""
+    monkeypatch.setattr(doctor, "_mode", lambda: SimpleNamespace(MODE="cpu"))
+    if value is None:
+        monkeypatch.delenv("COURSE_RECORDED", raising=False)
+    else:
+        monkeypatch.setenv("COURSE_RECORDED", value)
+    r = doctor.check_recorded()
+    assert r.status == "OK" and r.detail.startswith("always, with no GPU") and "off" not in r.detail
 
 
 # ---- nvcc, the sm_90 compile, a launch, the recorded results -------------------------------------

@@ -265,6 +265,13 @@ def check_recorded():
     """The recorded-figures switch: COURSE_RECORDED=1 makes widgets show results/ instead of timing live
     (a GPU shared by several people). Reported, never required."""
     value = os.environ.get("COURSE_RECORDED")
+    try:
+        on_gpu = _mode().MODE != "cpu"
+    except ImportError:
+        on_gpu = False
+    if not on_gpu and value in (None, "", "0", "1"):
+        return Result("recorded figures", "OK", "always, with no GPU: every figure and widget shows a recorded one "
+                                                "(results/), labelled with its device and date")
     if value == "1":
         return Result("recorded figures", "OK", "on (COURSE_RECORDED=1): widgets show the recorded H200 "
                                                 "figures, nothing is timed live")
