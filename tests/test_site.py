@@ -167,6 +167,8 @@ def test_the_pack_prints_with_every_answer_open(site):
     assert "<details>" not in markup, "a closed fold on the printable page prints as its summary alone"
     assert "<style>" in markup and not re.search(r"<script|<link|<img", markup), "the printable page is not one file"
     assert "@media print" in markup
+    title = re.search(r"<h1>(.+?)</h1>", page("notebooks/interview_pack.ipynb")).group(1)
+    assert f"<main><h1>{title}</h1>" in markup, "the printed pack starts without its title"
     shown = text(markup)
     run = json.loads((ROOT / "results" / "nvidia-h200.json").read_text())
     assert "Numbers to know" in shown and f"recorded on {run['device']}, {run['date']}" in shown

@@ -187,9 +187,10 @@ def print_page(content, targets):
     body = page.render(content["mdast"])
     css = (ROOT / "website" / "print.css").read_text()
     title = content["frontmatter"].get("title", content["slug"])
+    head = "" if content["frontmatter"].get("content_includes_title") else f"<h1>{html.escape(title)}</h1>"
     (OUT / PRINT).write_text(
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} (printable)</title>'
-        f"<style>{css}</style></head>\n<body><main>{body}</main></body></html>\n")
+        f"<style>{css}</style></head>\n<body><main>{head}{body}</main></body></html>\n")
     return page.unknown
 
 
