@@ -102,3 +102,25 @@ def test_lesson06_cluster_explorer_draws_every_choice_from_one_run(monkeypatch):
             assert re.match(r"multicast / own copies: \d\.\d{3}x in time, [24]x fewer L2 reads \((recorded|measured)",
                             out.getvalue()), out.getvalue()
     assert len(shown) == 4 and all(len(f.axes) == 2 for f in shown)
+
+
+def test_a_saved_explorer_says_what_it_is_where_no_kernel_draws_it():
+    """JupyterLab shows a saved widget output's text form until its cell is run: an explorer's says what it is and
+    how to draw it (ipywidgets' own is `VBox(children=(SelectionSlider(...`), in every committed lesson too."""
+    import json
+    from pathlib import Path
+
+    from kernels.lab import widgets
+    shown = widgets.choices(lambda mode, rows: print(mode, rows), mode=["128B", "none"], rows=[8, 16])
+    assert repr(shown) == widgets.UNDRAWN.format("mode, rows")
+    assert shown._repr_mimebundle_()["text/plain"] == repr(shown)
+    pattern = re.escape(widgets.UNDRAWN).replace(re.escape("{}"), r"[\w, ]+")
+    found = 0
+    for path in sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text())["cells"]:
+            for out in cell.get("outputs", []):
+                if "application/vnd.jupyter.widget-view+json" in out.get("data", {}):
+                    found += 1
+                    plain = "".join(out["data"]["text/plain"])
+                    assert re.fullmatch(pattern, plain), (path.name, plain)
+    assert found >= 12

@@ -150,6 +150,21 @@ def refusal(e):
     return str(e)
 
 
+# what a notebook saved with an explorer's output shows where no kernel draws it (JupyterLab before the cell is run,
+# a viewer): the widget's text form, otherwise ipywidgets' `VBox(children=(SelectionSlider(...`
+UNDRAWN = "an interactive explorer ({}): run this cell to draw it"
+
+
+def _explorer(children, names):
+    """A VBox whose text form says what it is and how to draw it."""
+    import ipywidgets as W
+
+    class Explorer(W.VBox):
+        def __repr__(self):
+            return UNDRAWN.format(", ".join(names))
+    return Explorer(children)
+
+
 def explore(widget, **defaults):
     """The interactive widget: a slider per setting and one output, drawn once at the defaults.
 
@@ -163,7 +178,7 @@ def explore(widget, **defaults):
     controls = {name: W.SelectionSlider(options=opts, value=values[name], description=name,
                                         continuous_update=False, style={"description_width": "initial"})
                 for name, opts in widget.sliders.items()}
-    return W.VBox([*controls.values(), _output(controls, widget)])
+    return _explorer([*controls.values(), _output(controls, widget)], list(controls))
 
 
 def choices(draw, **options):
@@ -173,7 +188,7 @@ def choices(draw, **options):
     import ipywidgets as W
     controls = {name: W.Dropdown(options=opts, value=opts[0], description=name,
                                  style={"description_width": "initial"}) for name, opts in options.items()}
-    return W.VBox([W.HBox(list(controls.values())), _output(controls, draw)])
+    return _explorer([W.HBox(list(controls.values())), _output(controls, draw)], list(controls))
 
 
 def _output(controls, draw):
