@@ -289,3 +289,21 @@ def test_the_site_of_a_checkout_where_a_lesson_was_run_shows_the_committed_outpu
     assert "notebooks/00_memory_wall.ipynb is not as committed" in run.stdout
     shown = text((course / "_build" / "html" / "notebooks" / "00_memory_wall.html").read_text())
     assert committed in shown and "a learner's run" not in shown
+
+
+def test_the_search_ranks_a_section_named_by_the_words_first(site):
+    """website/search.js, run by node over the built index: "swizzle" finds lesson 06's swizzle section first (it
+    was result 24, after every page that mentions the word earlier in the site's order), "mbarrier" the glossary's
+    entry or a section whose heading names it, and each section is listed once."""
+    script = ("global.window = {}; require(process.argv[1]); const {rank} = require(process.argv[2]);"
+              "const q = JSON.parse(process.argv[3]);"
+              "console.log(JSON.stringify(q.map((w) => rank(window.COURSE_SEARCH, w).map((r) => [r.u, r.t]))));")
+    queries = ["swizzle", "mbarrier", "the"]
+    run = subprocess.run(["node", "-e", script, str(OUT / "_static" / "search-index.js"),
+                          str(ROOT / "website" / "search.js"), json.dumps(queries)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    swizzle, mbarrier, common = json.loads(run.stdout)
+    assert swizzle[0][0] == "notebooks/06_tma_by_hand.html#id-4-swizzle-and-banks", swizzle[:3]
+    assert "mbarrier" in mbarrier[0][1].split(" > ")[-1].lower(), mbarrier[:3]
+    assert len(common) == 30 and len({u for u, _ in common}) == 30
