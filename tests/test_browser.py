@@ -482,6 +482,40 @@ def test_interview_mock_round_runs_a_clock_and_deals_the_missed_first(lab, brows
         card.screenshot(path=str(ARTIFACTS / "interview_pack-mock.png"))
 
 
+def test_interview_scores_of_two_widgets_are_both_kept_after_a_reload(lab, browser):
+    """A candidate misses a card in the self-test, then one in the mock round (each widget read the progress file
+    when drawn): the file keeps both, and after the page is reloaded and run again the self-test deals a missed
+    card first, marked. (The widgets once wrote their own copies whole: the last to score erased the other.)"""
+    base, token = lab
+    with _lab_page(browser, base, token) as (page, wire):
+        test = _pack_widget(page, wire, base, token, "Reveal the answer", r"1 / \d+ · ")
+        mock = page.locator(".jp-OutputArea-output:has(button:has-text('New round'))").first
+        kept = _progress(base, token)
+        for card in (test, mock):
+            card.scroll_into_view_if_needed()
+            card.locator("button:has-text('Reveal the answer')").click()
+            wire.settle(page, MOVE_S)
+            card.locator("button:has-text('Score: 0 of')").click()  # no point ticked: missed
+            wire.settle(page, MOVE_S)
+        now = _progress(base, token)
+        added = {k for k in now if now[k]["seen"] > kept.get(k, {}).get("seen", 0)}
+        assert len(added) == 2 and all(now[k]["last"] == 0 for k in added), (sorted(added), len(now))
+        page.reload()
+        test = _pack_widget(page, wire, base, token, "Reveal the answer", r"1 / \d+ · ")
+        assert "missed last time" in test.text_content(), test.text_content()[-400:]
+        assert not wire.errors, wire.errors
+
+
+def _progress(base, token):
+    """The pack's progress file of this lab (COURSE_PROGRESS, set by the ``lab`` fixture), read through the lab's
+    contents API as a learner's file browser would."""
+    url = f"{base}/api/contents/interview.json?content=1&type=file&format=text&token={token}"
+    try:
+        return json.loads(json.load(urllib.request.urlopen(url))["content"])["items"]
+    except urllib.error.HTTPError:
+        return {}
+
+
 def _coerce(text):
     """A slider's readout as the value the callback gets (ints, booleans, words)."""
     return {"True": True, "False": False}.get(text, int(text) if re.fullmatch(r"-?\d+", text) else text)
