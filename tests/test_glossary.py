@@ -143,6 +143,23 @@ def test_glossary_entries_are_bilingual_and_complete():
         assert anchor in glossary, f"the glossary has no entry #{anchor}"
 
 
+def test_each_term_is_filed_under_the_lesson_that_defines_it():
+    """A term sits under the "## Lesson NN" heading of the lesson its "First defined" names (lesson 09's terms were
+    filed under lesson 08)."""
+    misfiled, under = [], None
+    for line in GLOSSARY.read_text().splitlines():
+        heading = re.match(r"## Lesson (\d\d)\b", line)
+        if heading:
+            under = heading.group(1)
+        term = re.match(r"### <a id=\"([^\"]+)\"></a>", line)
+        if term:
+            name = term.group(1)
+        defined = re.match(r"First defined: \[lesson (\d\d)", line)
+        if defined and defined.group(1) != under:
+            misfiled.append(f"{name}: defined in lesson {defined.group(1)}, filed under lesson {under}")
+    assert not misfiled, misfiled
+
+
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
 def test_first_cell_links_the_glossary(path):
     first = nbformat.read(path, as_version=4).cells[0].source
