@@ -102,3 +102,16 @@ def test_warp_specialize_changes_nothing_at_8_warps():
     assert "compiles the same PTX at 8 warps" in TEXT
     tile = dict(BLOCK_M=128, BLOCK_N=128, stages=3, num_warps=8)
     assert lesson.compile_sm90(128, **tile).ptx == lesson.compile_sm90(128, warp_specialize=True, **tile).ptx
+
+
+def test_sdpas_is_causal_aligns_top_left_and_the_lesson_says_so():
+    """Section 3's causal mask is aligned at the sequences' ends (bottom-right); SDPA's own is_causal=True aligns
+    them at their starts: measured here on 3 queries against 5 keys, and said in the lesson."""
+    import torch
+    q, k, v = torch.randn(1, 1, 3, 8), torch.randn(1, 1, 5, 8), torch.randn(1, 1, 5, 8)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    causal = sdpa(q, k, v, is_causal=True)
+    top_left = sdpa(q, k, v, attn_mask=torch.ones(3, 5, dtype=torch.bool).tril(0))
+    assert torch.allclose(causal, top_left, atol=1e-6)
+    assert not torch.allclose(causal, lesson.reference(q, k, v, causal=True), atol=1e-3)
+    assert "`is_causal=True` aligns them at their starts" in TEXT and "top-left" in TEXT

@@ -46,7 +46,8 @@ def sdpa(backend, q, k, v, causal=False):
 
 
 def reference(q, k, v, causal=False):
-    """SDPA in fp32, causal aligned at the sequences' ends (SDPA's bottom-right mask); a row that sees no key is 0."""
+    """SDPA in fp32, causal aligned at the sequences' ends (a bottom-right mask passed to it: its is_causal=True is
+    top-left); a row that sees no key is 0."""
     seq_q, seq_k = q.shape[2], k.shape[2]
     mask = torch.ones(seq_q, seq_k, dtype=torch.bool, device=q.device).tril(seq_k - seq_q) if causal else None
     ref = torch.nn.functional.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask)
