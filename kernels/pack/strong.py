@@ -619,7 +619,8 @@ STRONG = {
     "07-m6": (
         "True: each extra slice writes and reads an fp32 partial tile",
         "A final sum of the partials is needed: split-K is not free parallelism",
-        "The course splits only the last wave, and at most 8 ways",
+        "The course splits only where whole tiles leave SMs idle: the last wave (at most 8 ways), or a small M's "
+        "every tile (split-K, at most 16 ways)",
     ),
     "07-m7": (
         "False: more bytes in flight help only up to a point",
