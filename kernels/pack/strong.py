@@ -199,7 +199,8 @@ STRONG = {
     ),
     "02-q3": (
         "applies to loads feeding `tl.dot` in a loop",
-        "needs `num_stages >= 2` and provably aligned 16-byte pieces",
+        "needs `num_stages >= 2` and pieces of 4 bytes or more whose alignment Triton can prove (16 bytes: .cg; "
+        "4 and 8: .ca)",
         "those loads are rewritten into a ring of asynchronous copies",
         "other loops need `tl.range(num_stages=...)`",
     ),
