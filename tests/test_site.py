@@ -222,12 +222,24 @@ def test_the_search_box_has_every_page(site):
     assert (OUT / "_static" / "search.js").is_file()
 
 
-def test_the_build_fails_when_mystmd_warns_something_is_missing():
-    """mystmd only warns about a missing figure or link target and --strict fails on errors alone: build.py fails."""
+def _build_module():
+    """website/build.py as a module (it is a script, not part of the package)."""
     import importlib.util
     spec = importlib.util.spec_from_file_location("site_build", ROOT / "website" / "build.py")
     build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(build)
+    return build
+
+
+def _commit_all(repo):
+    """``repo`` made a git repository holding everything in it as one commit."""
+    for args in (["init", "-q"], ["add", "."], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c"]):
+        subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+def test_the_build_fails_when_mystmd_warns_something_is_missing():
+    """mystmd only warns about a missing figure or link target and --strict fails on errors alone: build.py fails."""
+    build = _build_module()
     log = ("⚠️  notebooks/07_shapes_and_waves.ipynb:12 No target for internal reference \"#fig-waves\" was found.\n"
            "⚠️  workshop/README.md Cross reference target was not found: fig-room\n"
            "⚠️  exercises/00_memory_wall.ipynb Duplicate identifier in project \"99917698\"\n"
@@ -237,22 +249,15 @@ def test_the_build_fails_when_mystmd_warns_something_is_missing():
     assert build.missing("📖 Built README.md in 1.2 s.\n") == []
 
 
-
 def test_a_notebook_run_since_the_commit_is_shown_as_committed(tmp_path):
     """JupyterLab saves a lesson a learner ran: the site still shows the committed outputs (README: the H200's).
     build.py lists the notebooks that differ from the commit, and its copy of the course holds them as committed."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("site_build", ROOT / "website" / "build.py")
-    build = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(build)
+    build = _build_module()
     repo = tmp_path / "course"
     (repo / "notebooks").mkdir(parents=True)
-    git = lambda *a: subprocess.run(["git", *a], cwd=repo, check=True, capture_output=True)  # noqa: E731
-    git("init", "-q")
     (repo / "notebooks" / "00_x.ipynb").write_text('{"outputs": "[hopper] H200"}')
     (repo / "README.md").write_text("the course")
-    git("add", ".")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "course")
+    _commit_all(repo)
     (repo / "notebooks" / "00_x.ipynb").write_text('{"outputs": "[cpu] run since"}')
     build.ROOT = repo
     assert build.not_committed() == ["notebooks/00_x.ipynb"]
@@ -260,7 +265,7 @@ def test_a_notebook_run_since_the_commit_is_shown_as_committed(tmp_path):
     build.committed_copy({"notebooks/00_x.ipynb"}, copy)
     assert (copy / "notebooks" / "00_x.ipynb").read_text() == '{"outputs": "[hopper] H200"}'
     assert (copy / "README.md").read_text() == "the course"
-    git("checkout", "--", "notebooks")
+    subprocess.run(["git", "checkout", "--", "notebooks"], cwd=repo, check=True)
     assert build.not_committed() == []
 
 
@@ -273,10 +278,7 @@ def test_the_site_of_a_checkout_where_a_lesson_was_run_shows_the_committed_outpu
         if (ROOT / name).is_file():
             (course / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, course / name)
-    git = lambda *a: subprocess.run(["git", *a], cwd=course, check=True, capture_output=True)  # noqa: E731
-    git("init", "-q")
-    git("add", ".")
-    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "course")
+    _commit_all(course)
     lesson = course / "notebooks" / "00_memory_wall.ipynb"
     nb = json.loads(lesson.read_text())
     banner = next(o for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])

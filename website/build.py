@@ -181,16 +181,21 @@ class PrintPage(Page):
         return super().render(n)
 
 
+def heading(content):
+    """A page's title as its first heading, unless its content starts with it."""
+    title = content["frontmatter"].get("title", content["slug"])
+    return "" if content["frontmatter"].get("content_includes_title") else f"<h1>{html.escape(title)}</h1>"
+
+
 def print_page(content, targets):
     """PRINT, one self-contained HTML file: the pack's page rendered by PrintPage, website/print.css inside it."""
     page = PrintPage(PRINT, targets)
     body = page.render(content["mdast"])
     css = (ROOT / "website" / "print.css").read_text()
     title = content["frontmatter"].get("title", content["slug"])
-    head = "" if content["frontmatter"].get("content_includes_title") else f"<h1>{html.escape(title)}</h1>"
     (OUT / PRINT).write_text(
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)} (printable)</title>'
-        f"<style>{css}</style></head>\n<body><main>{head}{body}</main></body></html>\n")
+        f"<style>{css}</style></head>\n<body><main>{heading(content)}{body}</main></body></html>\n")
     return page.unknown
 
 
@@ -268,7 +273,6 @@ def render_site():
         path = targets[c["slug"]]
         page = Page(path, targets)
         title = c["frontmatter"].get("title", c["slug"])
-        head = "" if c["frontmatter"].get("content_includes_title") else f"<h1>{html.escape(title)}</h1>"
         css = os.path.relpath(f"{STATIC}/style.css", os.path.dirname(path) or ".")
         root = os.path.relpath(".", os.path.dirname(path) or ".")
         body = page.render(c["mdast"])
@@ -291,7 +295,7 @@ def render_site():
             f'<body data-root="{root}"><nav><p class="project">{html.escape(project["title"])}</p>'
             f'<input type="search" id="search" placeholder="Search the course" aria-label="Search the course">'
             f'<ol id="search-results"></ol>{nav(home, targets, path)}</nav>\n'
-            f'<main>{head}{body}</main></body></html>\n')
+            f'<main>{heading(c)}{body}</main></body></html>\n')
     if unknown:  # a kind of node this renderer does not know yet: its text is kept, its form is not
         print(f"website/build.py: rendered only the children of unknown node types: {sorted(unknown)}",
               file=sys.stderr)

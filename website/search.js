@@ -2,8 +2,9 @@
 // myst.search.json: one record per heading and paragraph). A record matches when every word typed appears in its
 // heading path or its text; matches are ranked by where the words appear - in the section's own heading first,
 // then anywhere in its heading path, then by how often in its text - each section once, and the first 30 are listed.
-function score(record, words) {
+function score(record, words) {  // 0: some word is nowhere in the record
   const path = record.t.toLowerCase(), own = path.split(" > ").pop(), body = record.c.toLowerCase();
+  if (!words.every((w) => path.includes(w) || body.includes(w))) return 0;
   let s = 0;
   for (const w of words) {
     if (own.includes(w)) s += 100;
@@ -16,12 +17,13 @@ function score(record, words) {
 function rank(records, query) {
   const words = query.toLowerCase().split(/\s+/).filter(Boolean);
   if (!words.length) return [];
+  const listed = new Set();
   return records
     .map((r, i) => ({r, i, s: score(r, words)}))
-    .filter(({r}) => words.every((w) => (r.t + "\n" + r.c).toLowerCase().includes(w)))
+    .filter(({s}) => s > 0)
     .sort((a, b) => b.s - a.s || a.i - b.i)  // ties keep the site's order
     .map(({r}) => r)
-    .filter((r, k, all) => all.findIndex((o) => o.u === r.u) === k)  // a section once, at its best record
+    .filter((r) => !listed.has(r.u) && listed.add(r.u))  // a section once, at its best record
     .slice(0, 30);
 }
 

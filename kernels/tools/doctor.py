@@ -76,6 +76,14 @@ def _mode():
     return mode
 
 
+def _on_gpu():
+    """Whether the course runs on a GPU here (False where its mode cannot even be imported)."""
+    try:
+        return _mode().MODE != "cpu"
+    except ImportError:
+        return False
+
+
 # ---- the checks ----------------------------------------------------------------------------------
 
 def check_python(version=None):
@@ -265,11 +273,7 @@ def check_recorded():
     """The recorded-figures switch: COURSE_RECORDED=1 makes widgets show results/ instead of timing live
     (a GPU shared by several people). Reported, never required."""
     value = os.environ.get("COURSE_RECORDED")
-    try:
-        on_gpu = _mode().MODE != "cpu"
-    except ImportError:
-        on_gpu = False
-    if not on_gpu and value in (None, "", "0", "1"):
+    if not _on_gpu() and value in (None, "", "0", "1"):
         return Result("recorded figures", "OK", "always, with no GPU: every figure and widget shows a recorded one "
                                                 "(results/), labelled with its device and date")
     if value == "1":
@@ -423,11 +427,7 @@ def check_suite():
     """How many workers ``make test-here`` runs here and, on a GPU, what it took on the last GPU it was timed on."""
     jobs, h = _jobs(), SUITE_GPU
     detail = f"make test-here runs {jobs} workers here ({os.cpu_count()} cores)"
-    try:
-        on_gpu = _mode().MODE != "cpu"
-    except ImportError:
-        on_gpu = False
-    if on_gpu:
+    if _on_gpu():
         runs = " and ".join(f"{t // 60} min {t % 60:02d} s" for t in h["seconds"])
         detail += f"; on the {h['device']} with {h['cores']} it took {runs} ({h['date']}; {h['since']})"
         if jobs < h["cores"]:
