@@ -115,3 +115,26 @@ def test_sdpas_is_causal_aligns_top_left_and_the_lesson_says_so():
     assert torch.allclose(causal, top_left, atol=1e-6)
     assert not torch.allclose(causal, lesson.reference(q, k, v, causal=True), atol=1e-3)
     assert "`is_causal=True` aligns them at their starts" in TEXT and "top-left" in TEXT
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_k_is_read_as_stored_and_v_transposed(head_dim):
+    """Section 3: K's tile is the K-major B `wgmma` reads as stored (imm-trans-b 0 in Q K^T); V's is read with the
+    transpose flag (imm-trans-b 1 in P V), P from registers. The lesson said K was the transposed operand."""
+    assert "K's tile (key rows, head dim contiguous) is already the K-major B that `wgmma` reads as stored" in TEXT
+    assert "It is V that needs the transpose" in TEXT and "reads K's tile from shared memory as the transposed" not in TEXT
+    found = lesson.gemm_operands(lesson.compile_sm90(head_dim))
+    assert {gemm: transposed for gemm, (n, transposed) in found.items()} == {"S = Q K^T": 0, "O += P V": 1}, found
+    assert all(n >= 16 for n, _ in found.values()), found
+
+
+def test_fa3_overlaps_a_tiles_softmax_with_the_previous_tiles_pv():
+    """FlashAttention-3's intra-warpgroup overlap (Shah et al., 2024, Algorithm 2): tile j's softmax runs while
+    P_{j-1} V_{j-1} is in flight, not beside the next tile's first GEMM, as the lesson, its Q4 and the pack said."""
+    pack = prose("interview_pack")
+    assert "the softmax of tile j runs while the P V GEMM of tile j-1 is still in flight" in TEXT
+    assert "overlaps a tile's softmax with the previous tile's P V GEMM inside a warpgroup" in TEXT
+    assert "tile j's softmax overlapped with tile j-1's P V GEMM" in pack
+    for wrong in ("overlaps the first GEMM of the next", "overlaps softmax with the next GEMM",
+                  "softmax overlapped with the next GEMM"):
+        assert wrong not in TEXT and wrong not in pack

@@ -6,6 +6,7 @@ bandwidth problem that split-KV answers."""
 import dataclasses
 import functools
 import math
+import re
 
 import torch
 
@@ -257,6 +258,18 @@ def compile_sm90(head_dim=128, causal=False, warp_specialize=False, **tile):
                             att.LOG2E / math.sqrt(D), BLOCK_M=cfg["BLOCK_M"], BLOCK_N=cfg["BLOCK_N"], HEAD_DIM=D,
                             CAUSAL=causal, stages=cfg["stages"], num_warps=cfg["num_warps"],
                             WARP_SPECIALIZE=warp_specialize)
+
+
+def gemm_operands(compiled):
+    """{GEMM: (wgmma count, imm-trans-b)} read from the PTX (NVIDIA, PTX ISA, wgmma.mma_async: for 16-bit types the
+    last operand, imm-trans-b, is 1 where B is read transposed from shared memory). S = Q K^T takes A (Q) from shared
+    memory through a descriptor; O += P V takes A (P) from registers, a brace-enclosed list."""
+    found = {}
+    for w in re.findall(r"wgmma\.mma_async\.[^;]*;", compiled.ptx):
+        gemm = "O += P V" if w.count("{") >= 2 else "S = Q K^T"  # the accumulator's list, and P's if A is registers
+        n, flags = found.get(gemm, (0, set()))
+        found[gemm] = (n + 1, flags | {int(w.rstrip(";").rsplit(",", 1)[1])})
+    return {gemm: (n, flags.pop() if len(flags) == 1 else sorted(flags)) for gemm, (n, flags) in found.items()}
 
 
 def evidence(compiled):

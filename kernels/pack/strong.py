@@ -837,7 +837,7 @@ STRONG = {
     "09-q4": (
         "GEMM, softmax, GEMM in turn in one warpgroup; the exponentials are slow beside wgmma",
         "FA3: warp specialisation, producers giving registers away with setmaxnreg",
-        "Ping-pong of two consumer warpgroups; softmax overlapped with the next GEMM",
+        "Ping-pong of two consumer warpgroups; inside one, tile j's softmax overlapped with tile j-1's P V GEMM",
         "FP8: V transposed in the kernel, block scales",
     ),
     "09-q5": (
