@@ -401,7 +401,7 @@ STRONG = {
         "Not the tiles: both cut 2048^3 into the same 128 tiles, one wave on 132 SMs",
         "Host cost per launch (checks, device-map scratch, driver call) can exceed tens-of-microseconds kernels",
         "A CUDA graph shows GPU-only time; cures: graphs, less host work or more work per launch",
-        "`do_bench` hides host time up to its L2 clear: pointer GEMM stays inside, device-map kernel can leave",
+        "`do_bench` hides host time up to its L2 clear: the TMA kernels' 22-38 us over the graph is not host time",
     ),
     "04-m10": (
         "False: read throughput against peak first; occupancy last",
