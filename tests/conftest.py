@@ -17,6 +17,16 @@ def prose(notebook):
     return " ".join(" ".join(c.source for c in cells if c.cell_type == "markdown").split())
 
 
+def saved_output(notebook, marker):
+    """The text the committed ``notebooks/<notebook>.ipynb`` holds as the output of its code cell whose source contains
+    ``marker``: the run the page was saved with, which a lesson's prose may quote (naming that run)."""
+    import nbformat
+    from pathlib import Path
+    cells = nbformat.read(Path(__file__).parents[1] / "notebooks" / f"{notebook}.ipynb", 4).cells
+    cell, = [c for c in cells if c.cell_type == "code" and marker in c.source]
+    return "".join(o.get("text", "") for o in cell.outputs)
+
+
 # what a widget's refusal must name: the limit it hit, not a traceback (test_widgets, test_browser)
 REFUSAL_LIMITS = ("shared memory", "TMA", "box", "needs a CUDA GPU", "Hopper GPU")
 

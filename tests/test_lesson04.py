@@ -2,7 +2,7 @@
 import re
 
 import kernels  # noqa: F401  (first: the interpreter)
-from conftest import prose
+from conftest import prose, saved_output
 from kernels.ops import gemm
 
 TEXT = prose("04_pipelining")
@@ -30,13 +30,10 @@ def test_do_benchs_penalty_at_2048_is_stated_as_the_two_runs_show_it():
     output, H200 2026-12-02) and the recorded one (H200 2026-12-01) charge kernels of about the same host time 1 and
     22 us, and one kernel 2 us one day and 22 the next: the lesson states both runs' figures and leaves the cause
     open."""
-    import nbformat
-    from pathlib import Path
     from kernels.lessons import l04_pipelining as lesson
     flop = 2 * 2048 ** 3
     saved = [re.match(r"(\w+)\s+\d?\s*\| do_bench\s+(\d+) TFLOP/s \| CUDA graph\s+(\d+) TFLOP/s .*host\s+(\d+) us", line)
-             for cell in nbformat.read(Path(__file__).parents[1] / "notebooks" / "04_pipelining.ipynb", 4).cells if cell.cell_type == "code"
-             and "lesson.results(\"launch\")" in cell.source for out in cell.outputs for line in out.text.splitlines()]
+             for line in saved_output("04_pipelining", 'lesson.results("launch")').splitlines()]
     shown = _penalties((m[1], flop / int(m[2]) / 1e6, flop / int(m[3]) / 1e6, int(m[4])) for m in saved if m)
     recorded = _penalties((name, t["do_bench"]["ms"] * 1e3, t["cuda_graph"]["ms"] * 1e3, t["host"]["ms"] * 1e3)
                           for name, _, t in lesson.launch_rows(lesson.results("launch").records))
