@@ -44,3 +44,17 @@ def test_do_benchs_penalty_at_2048_is_stated_as_the_two_runs_show_it():
             "and about 1, 2 and 1 us in the H200 run of 2026-12-01" in TEXT and "(host 30, 46 and 54 us)" in TEXT)
     assert "Its cause is not measured yet" in TEXT and "only the excess shows" not in TEXT
     assert "a kernel with device-side tensor maps can leave it" not in TEXT
+
+
+def test_the_consume_only_probe_is_said_to_time_nothing_of_the_loop():
+    """Section 2 said the consume-only probe prices the running maximum. Compiled for sm_90 it has no K loop (a
+    maximum of an unchanging tile is dropped), while the loads-only K loop reads the whole stage into registers
+    (12 ld.shared.v4 a thread) and takes 48 max.f16x2 a thread each step: the lesson now says so."""
+    from kernels.lessons import l04_pipelining as lesson
+    assert lesson.probe_loops() == {"loads_only": (12, 48), "consume_only": None}
+    assert "the consume-only line prices nothing of the loop" in TEXT
+    assert "12 x 16 bytes x 256 threads = the whole 48 KiB) and takes 48 `max.f16x2`" in TEXT
+    assert "an upper bound on the loads' own time per step" in TEXT
+    for wrong in ("it times what that maximum itself costs", "The consume-only line is the price of the running maximum",
+                  "consume them for almost nothing"):
+        assert wrong not in TEXT, wrong

@@ -19,7 +19,29 @@ STAGES = [1, 2, 3, 4]
 SHAPES = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192),
           (4096, 14336, 4096), (8192, 4096, 14336), (16384, 4096, 4096)]  # M, N, K; the last three LLM-like
 PROBES = {"full": (True, True), "math_only": (False, True), "loads_only": (True, False),
-          "consume_only": (False, False)}  # (LOADS, MATH); consume_only: what the loads-only probe adds
+          "consume_only": (False, False)}  # (LOADS, MATH); consume_only: the maximum alone (folded: probe_loops)
+
+
+def probe_loops(stages=3):
+    """{probe: None, or (ld.shared.v4, max.f16x2)} of the loads-only and consume-only probes' sm_90 PTX at TILE: what one
+    thread does in one step of the K loop (the loop inside the loop over tiles, LLVM's "Loop Header: Depth=2"), or
+    None where the compiler left no K loop."""
+    import re
+    from ..lab import aot
+    a, b, c = (torch.empty(*s, device=gemm.DEVICE, dtype=torch.float16) for s in ((SHAPE[0], SHAPE[2]),
+                                                                                     (SHAPE[2], SHAPE[1]), SHAPE[:2]))
+    found = {}
+    for probe in ("loads_only", "consume_only"):
+        kernel, _, args, kwargs = gemm.probe_launch(a, b, c, stages, *PROBES[probe], **TILE)
+        lines = aot.compile_for(aot.SM90, kernel, *args, **kwargs).ptx.splitlines()
+        heads = [(i, m[1]) for i, line in enumerate(lines) if (m := re.match(r"(\$L__BB\w+):", line))
+                 and any("Loop Header: Depth=2" in after for after in lines[i:i + 4])]
+        found[probe] = None
+        for i, label in heads:
+            end = next(j for j in range(i, len(lines)) if re.search(rf"\bbra(\.uni)?\s+\{label};", lines[j]))
+            body = "\n".join(lines[i:end + 1])
+            found[probe] = (body.count("ld.shared.v4"), body.count("max.f16x2"))
+    return found
 
 
 def measure_model():
