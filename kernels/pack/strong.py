@@ -1016,7 +1016,7 @@ STRONG = {
     ),
     "ex-fp8": (
         "Suffix: 64 x 256 block, K = 16 for fp16, K = 32 for fp8, fp32 accumulator",
-        "Same bytes of A and B, twice the multiply-adds: why FP8 peak is twice FP16's",
+        "Same bytes of A and B, twice the multiply-adds: k32 carries the tensor cores' doubled FP8 rate",
         "Transpose flags only for 16-bit types: fp8 tiles must sit K-major in shared memory",
         "No scaling in `wgmma`; max 448 (e4m3), 57,344 (e5m2), so FP8 GEMMs carry scale factors",
         "Scales constant along K: once in the epilogue; blocked along K (DeepSeek-V3): inside the K loop",
