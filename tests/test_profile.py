@@ -212,6 +212,20 @@ def test_the_lessons_prose_quotes_the_recorded_profile():
         assert figure in text["04_pipelining"], figure
 
 
+def test_sectors_are_what_l2_serves_and_dram_is_counted_apart():
+    """Lesson 01's misconception 5 and the glossary's "sector" said whole sectors cross HBM (16x for a column walk);
+    the recorded profile has DRAM at 2.9x the bytes copied. Both now say L2 serves sectors and quote DRAM's figure."""
+    from pathlib import Path
+    cols = _recorded("01")["copy_cols", None]
+    ratio = f"{profiled.dram_bytes(cols) / profiled.copied(cols):.1f}"
+    text = prose("01_naive_loads")
+    glossary = " ".join((Path(__file__).parents[1] / "notebooks" / "glossary.md").read_text().split())
+    assert f"DRAM moved {ratio} times the bytes copied in the recorded profile, not 16" in text
+    assert "the bytes that cross HBM are whole sectors" not in text
+    assert f"16 times the useful bytes in sectors, {ratio} times in DRAM traffic" in glossary
+    assert "The 32-byte unit in which memory moves between HBM, L2 and the SM" not in glossary
+
+
 def test_lesson_06_quotes_the_recorded_mio_throttle():
     text = prose("06_tma_by_hand")
     l06 = _recorded("06")
