@@ -74,8 +74,14 @@ def test_recording_the_profile_keeps_the_files_date(tmp_path, monkeypatch):
     data = json.loads(path.read_text())
     assert data["date"] == "2026-01-01" and len(data["records"]) == 1 + len(profiled.TARGETS)
     assert all(r["date"] for r in data["records"][1:])
+    path.write_text(json.dumps({**json.loads(path.read_text()),
+                                "records": json.loads(path.read_text())["records"] + [{"lesson": "01", "run": "z"}]}))
     results.save([{"lesson": "00", "run": "x", "name": "y", "config": {}, "shape": [1], "dtype": "float16"}], path)
-    assert json.loads(path.read_text())["date"] != "2026-01-01"  # a lesson recorded again dates the file
+    data = json.loads(path.read_text())
+    assert data["date"] != "2026-01-01"  # a lesson recorded again dates the file
+    # and the records the old date dated keep it: runs taken on 2026-11-30 were labelled 2026-12-01 when it moved
+    assert [r.get("date") for r in data["records"] if r["run"] == "z"] == ["2026-01-01"]
+    assert [r.get("date") for r in data["records"] if r["run"] == "x"] == [None]
 
 
 def _recorded(lesson):

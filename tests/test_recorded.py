@@ -41,7 +41,7 @@ def test_switch_on_a_gpu_shows_the_recorded_figures_labelled(hopper):
     assert not measure.can_run() and not measure.can_run("hopper") and not kernels.times_here("hopper")
     run = measure.run("00", "ceilings", lambda: pytest.fail("timed on the GPU with COURSE_RECORDED=1"))
     store = results.recorded()
-    assert len(run) == 2 and run.label.startswith(f"recorded on {store.device}, {store.data['date']}")
+    assert len(run) == 2 and run.label.startswith(store.label_of(run.records))
     assert "COURSE_RECORDED=1" in run.label, "on a GPU the label must say why the figures are not this GPU's"
     assert measure.sm_count() == store.sm_count, "the SM count must be the recording device's, like its figures"
     for timer in (bench.median_ms, bench.graph_ms, bench.host_us):

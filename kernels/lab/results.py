@@ -64,6 +64,9 @@ def save(records, path=None, keep_date=False):
     path = Path(path or RESULTS / f"{device_slug()}.json")
     data = json.loads(path.read_text()) if path.exists() else {"records": []}
     today = datetime.date.today().isoformat()
+    if data.get("date") and not keep_date:  # the records the file's date dated keep it when that date moves on
+        for r in data["records"]:
+            r.setdefault("date", data["date"])
     data.update({**_this_gpu(), "date": data.get("date") if keep_date and data.get("date") else today})
     new = {key(r): r for r in records}
     # a run measured again replaces the whole run: a configuration it no longer picks must not linger
