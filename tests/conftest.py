@@ -27,6 +27,16 @@ def saved_output(notebook, marker):
     return "".join(o.get("text", "") for o in cell.outputs)
 
 
+def recorded_run(lesson, run):
+    """The recorded run ``run`` of ``lesson`` (kernels.lab.measure.Run, labelled), on a GPU too: a lesson's prose quotes
+    the record, which a live measurement would not reproduce."""
+    from kernels.lab import measure, results
+    store = results.recorded()
+    found = store.select(lesson, run)
+    assert found, f"no recorded lesson {lesson} run {run!r}: python -m kernels.tools.record {lesson}:{run}"
+    return measure.Run(found, store.label_of(found))
+
+
 # what a widget's refusal must name: the limit it hit, not a traceback (test_widgets, test_browser)
 REFUSAL_LIMITS = ("shared memory", "TMA", "box", "needs a CUDA GPU", "Hopper GPU")
 

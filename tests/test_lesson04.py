@@ -2,7 +2,7 @@
 import re
 
 import kernels  # noqa: F401  (first: the interpreter)
-from conftest import prose, saved_output
+from conftest import prose, recorded_run, saved_output
 from kernels.ops import gemm
 
 TEXT = prose("04_pipelining")
@@ -32,12 +32,12 @@ def test_do_benchs_penalty_at_2048_is_stated_as_the_two_runs_show_it():
     open."""
     from kernels.lessons import l04_pipelining as lesson
     flop = 2 * 2048 ** 3
-    assert lesson.results("launch").label == "recorded on NVIDIA H200, 2026-11-30"
+    assert recorded_run("04", "launch").label == "recorded on NVIDIA H200, 2026-11-30"
     saved = [re.match(r"(\w+)\s+\d?\s*\| do_bench\s+(\d+) TFLOP/s \| CUDA graph\s+(\d+) TFLOP/s .*host\s+(\d+) us", line)
              for line in saved_output("04_pipelining", 'lesson.results("launch")').splitlines()]
     shown = _penalties((m[1], flop / int(m[2]) / 1e6, flop / int(m[3]) / 1e6, int(m[4])) for m in saved if m)
     recorded = _penalties((name, t["do_bench"]["ms"] * 1e3, t["cuda_graph"]["ms"] * 1e3, t["host"]["ms"] * 1e3)
-                          for name, _, t in lesson.launch_rows(lesson.results("launch").records))
+                          for name, _, t in lesson.launch_rows(recorded_run("04", "launch").records))
     names = ("gemm_pointer", "gemm_tma", "gemm_tma_persistent")
     assert [shown[n] for n in names] == [(1, 40), (22, 41), (38, 50)], shown
     assert [recorded[n] for n in names] == [(1, 30), (2, 46), (1, 54)], recorded
@@ -67,7 +67,7 @@ def test_the_two_epilogues_are_stated_as_both_runs_have_them():
     from kernels.lessons import l04_pipelining as lesson
     saved = dict(re.findall(r"persistent with the (\w+) store: ([\d.]+)x one tile per program",
                             saved_output("04_pipelining", 'steps = lesson.results("steps")')))
-    steps = lesson.results("steps")
+    steps = recorded_run("04", "steps")
     one = steps.find("gemm_tma", stages=3)["tflops"]
     recorded = {e: f"{steps.find('gemm_tma_persistent', stages=3, epilogue=e)['tflops'] / one:.2f}"
                 for e in ("tma", "pointer")}
