@@ -16,3 +16,9 @@ def test_the_two_splits_and_their_limits_are_the_codes():
     assert "the split last wave only the last wave's tiles, at most 8 ways (section 5)" in TEXT
     assert "split-K at a small M every tile, at most 16 ways" in TEXT
     assert "splits only the last wave, and at most 8 ways" not in TEXT
+
+
+def test_no_unmeasured_bias_is_given_a_size():
+    """Section 3 put the fastest-of-three selection's bias at "a few tenths of a percent", which no run measures."""
+    assert "by a few tenths of a percent where they are near-equal" not in TEXT
+    assert "by how much, the course has not measured" in TEXT

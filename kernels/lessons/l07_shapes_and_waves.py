@@ -162,7 +162,7 @@ def measure_best():
     fastest candidate is recorded as ``gemm_best`` (the others as ``gemm_candidate``): the figures the bars
     are read from. A screen is one short timing per configuration, so its order among near-equals is noise;
     timing the top three again, side by side, picks among them on a steadier figure. Picking the fastest of
-    three measured figures favours it slightly: a few tenths of a percent where they are near-equal."""
+    three measured figures favours it where they are near-equal (by how much is not measured)."""
     screen = search().records
     records = []
     for dtype in DTYPES:
