@@ -22,7 +22,7 @@ def test_each_finding_holds_on_its_records(key):
         assert store.select(lesson, run), f"finding {key}: no records of lesson {lesson}, run {run}"
     assert findings.check(key, store) == [], f"finding {key} no longer holds: {findings.check(key, store)}"
     text = findings.text(key, store)
-    assert "{" not in text and store.label in text or not findings.FINDINGS[key].rests_on
+    assert "{" not in text and f"(recorded on {store.device}, " in text or not findings.FINDINGS[key].rests_on
 
 
 def test_a_finding_fails_when_its_records_say_otherwise():
@@ -170,3 +170,18 @@ def test_lesson08_fp8_bars():
     from kernels.lessons import l08_fp8_capstone as l08
     at_bar, geo, n, held = l08.bars(store.select(l08.LESSON, "best"))
     assert n == 6 and at_bar >= 1.0 and geo >= 0.9 and held
+
+
+def test_a_finding_names_the_days_of_the_runs_it_rests_on():
+    """A finding on lesson 07's copy study (2026-11-30) was labelled with the results file's date (2026-12-01); one on
+    runs of two days names both."""
+    from kernels.lab import results
+    store = results.recorded()
+    for key, finding in findings.FINDINGS.items():
+        if not finding.rests_on:
+            continue
+        days = {r.get("date") or store.data["date"] for lesson, run in finding.rests_on
+                for r in store.select(lesson, run)}
+        label = findings.text(key).rsplit(" (", 1)[1]
+        assert all(day in label for day in days), (key, days, label)
+        assert len(days) > 1 or f"{store.device}, {days.pop()})" in label, (key, label)

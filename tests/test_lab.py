@@ -304,7 +304,10 @@ def test_a_run_recorded_after_the_file_is_labelled_with_its_own_date():
     from kernels.lab.results import Store
     store = Store("nvidia-h200", {"device": "NVIDIA H200", "date": "2026-12-01", "records": [{"lesson": "07"}]})
     assert store.label_of([{"date": "2026-12-02"}, {"date": "2026-12-02"}]) == "recorded on NVIDIA H200, 2026-12-02"
-    assert store.label_of([{"date": "2026-12-02"}, {}]) == store.label == "recorded on NVIDIA H200, 2026-12-01"
+    assert store.label == "recorded on NVIDIA H200, 2026-12-01"
+    # records of several days name them all (a finding on two runs): the file's date stands for undated records
+    assert store.label_of([{"date": "2026-12-02"}, {}]) == "recorded on NVIDIA H200, 2026-12-01 and 2026-12-02"
+    assert store.label_of([{"date": "2026-11-30"}]) == "recorded on NVIDIA H200, 2026-11-30"
 
 
 def test_a_screen_keeps_the_entries_that_run_right_and_says_why_it_left_one_out(capsys):

@@ -102,12 +102,10 @@ class Store:
                 else f"no recorded results for {self.slug} yet")
 
     def label_of(self, records):
-        """The label of some records: their own date where each carries the same one (a run recorded after the
-        file's, ``record`` with runs named), else the file's."""
-        dates = {r.get("date") for r in records}
-        if len(dates) == 1 and None not in dates:
-            return f"recorded on {self.device}, {dates.pop()}"
-        return self.label
+        """The label of some records: the days they were taken (a record's own date, else the file's), all of them
+        where they span several (a finding resting on runs of different days)."""
+        dates = sorted({r.get("date") or self.data.get("date") for r in records} - {None})
+        return f"recorded on {self.device}, {' and '.join(dates)}" if dates else self.label
 
     def select(self, lesson, run=None, name=None, shape=None, config=None):
         """Records of ``lesson`` matching every criterion given (``config`` exactly)."""
