@@ -307,3 +307,13 @@ def test_two_widgets_scoring_in_turn_keep_both_scores(items, tmp_path):
     assert kept[first.key]["last"] == 0.0 and kept[second.key]["last"] == 0.5
     test.start()
     assert test.deck[0].key in (first.key, second.key) and "missed last time" in test.header.value
+
+
+def test_the_spill_item_counts_as_lesson_01_does():
+    """The pack said 857 STL where lesson 01 prints 913 for the same kernel: it counted unpredicated lines only."""
+    from kernels.lessons import l01_naive_loads as l01
+    from kernels.pack import strong
+    stl = l01.spill_stores(l01.compile_tile(128, 256, num_warps=1))
+    assert f"{stl} `STL`" in " ".join(strong.STRONG["ex-spill"])
+    from kernels.pack import extra
+    assert f"{stl} `STL` and" in extra._spill_answer()

@@ -127,7 +127,8 @@ def _occupancy_answer():
 def _spill_answer():
     comp = compiled("spill")
     res, c = isa.resources(comp.cubin), comp.counts()
-    stl, ldl = (len(sass_lines(comp.sass, rf"^{op}\b", limit=None)) for op in ("STL", "LDL"))
+    # counted as lesson 01 counts them (l01.spill_stores): every STL, predicated ones included
+    stl, ldl = (len(re.findall(rf"\b{op}\b", comp.sass)) for op in ("STL", "LDL"))
     return (f"`STL` stores registers to **local memory** and `LDL` loads them back: a **spill**. The tile is "
             f"128 x 256 fp16 = 64 KiB, copied by one warp: 1,024 elements per thread, far more than the 255 "
             f"registers a thread may have, so the compiler parks values in local memory (per thread, but "

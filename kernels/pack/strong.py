@@ -1011,7 +1011,7 @@ STRONG = {
         "`STL` stores registers to local memory, `LDL` loads back: a spill",
         "64 KiB tile on one warp: 1,024 elements per thread, far more than 255 registers",
         "Local memory is per thread but physically in HBM behind L1 and L2",
-        "64 registers, 5,216-byte stack frame; 857 `STL`, 1028 `LDL` beside 128 `LDG`; slowest in the sweep",
+        "64 registers, 5,216-byte stack frame; 913 `STL`, 1028 `LDL` beside 128 `LDG`; slowest in the sweep",
         "Cure: more warps per tile, or a smaller tile",
     ),
     "ex-fp8": (
