@@ -44,6 +44,13 @@ def test_do_benchs_penalty_at_2048_is_stated_as_the_two_runs_show_it():
     assert ("about 1, 22 and 38 us in the H200 run of 2026-12-02 this page was saved with (host 40, 41 and 50 us), "
             "and about 1, 2 and 1 us in the H200 run of 2026-11-30" in TEXT and "(host 30, 46 and 54 us)" in TEXT)
     assert "Its cause is not measured yet" in TEXT and "only the excess shows" not in TEXT
+    # nor a drift between runs: each run timed it twice under do_bench, and in each one of the two was slow
+    cublas_saved = int(re.search(r"cublas_gemm\s+\| do_bench\s+(\d+)", "\n".join(
+        saved_output("04_pipelining", 'lesson.results("launch")').splitlines()))[1])
+    tma_saved = int(next(m for m in saved if m and m[1] == "gemm_tma")[2])
+    assert f"0.57x (`gemm_tma`, {tma_saved} against cuBLAS's {cublas_saved})" in TEXT and \
+        round(tma_saved / cublas_saved, 2) == 0.57
+    assert "one day and 22 the next" not in TEXT and "The same drift moved" not in TEXT
     assert "a kernel with device-side tensor maps can leave it" not in TEXT
 
 

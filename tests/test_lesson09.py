@@ -123,6 +123,7 @@ def test_k_is_read_as_stored_and_v_transposed(head_dim):
     transpose flag (imm-trans-b 1 in P V), P from registers. The lesson said K was the transposed operand."""
     assert "K's tile (key rows, head dim contiguous) is already the K-major B that `wgmma` reads as stored" in TEXT
     assert "It is V that needs the transpose" in TEXT and "reads K's tile from shared memory as the transposed" not in TEXT
+    assert "telling the two GEMMs apart by their A operand" in TEXT  # what gemm_operands reads, and what it assumes
     found = lesson.gemm_operands(lesson.compile_sm90(head_dim))
     assert {gemm: transposed for gemm, (n, transposed) in found.items()} == {"S = Q K^T": 0, "O += P V": 1}, found
     assert all(n >= 16 for n, _ in found.values()), found

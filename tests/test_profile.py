@@ -228,7 +228,7 @@ def test_sectors_are_what_l2_serves_and_dram_is_counted_apart():
     glossary = " ".join((Path(__file__).parents[1] / "notebooks" / "glossary.md").read_text().split())
     assert f"DRAM moved {ratio} times the bytes copied in the recorded profile, not 16" in text
     assert "the bytes that cross HBM are whole sectors" not in text
-    assert f"16 times the useful bytes in sectors, {ratio} times in DRAM traffic" in glossary
+    assert f"16 times the useful bytes in sectors; DRAM traffic {ratio} times the bytes copied" in glossary
     assert "The 32-byte unit in which memory moves between HBM, L2 and the SM" not in glossary
 
 
