@@ -160,3 +160,19 @@ def test_the_kernels_error_is_about_the_fp16_rounding_of_the_output():
     assert "is about what rounding the exact output to fp16 gives on such inputs" in TEXT
     assert "is the rounding of P to fp16 and of the hardware's exp2" not in TEXT
     assert "is the rounding of P to fp16 and of the hardware's exp2" not in prose("interview_pack")
+
+
+def test_the_lessons_tile_in_two_runs_is_stated_with_both_figures():
+    """One configuration (64x128, 1 stage, d=128, 4k, full, fp16) in the tile sweep and in section 5's run: the page
+    gives both ratios and how far cuDNN moved between the runs."""
+    cfg = att.CONFIGS[128, False]
+    sweep = {r["name"]: r["tflops"] for r in _recorded("tiles") if r["shape"] == [4, 16, 4096, 128]
+             and (r["name"] != "attention" or all(r["config"].get(k) == cfg[k] for k in ("BLOCK_M", "BLOCK_N", "stages")))}
+    versus = next((ours["tflops"], cudnn["tflops"]) for d, dtype, causal, S, ours, cudnn, _ in
+                  lesson.versus_rows(_recorded("versus")) if (d, dtype, causal, S) == (128, "float16", False, 4096))
+    said = (f"the recorded sweep has {sweep['attention']:.0f} TFLOP/s against cuDNN's {sweep['sdpa_cudnn']:.0f}, "
+            f"{sweep['attention'] / sweep['sdpa_cudnn']:.2f}x, and section 5's recorded run {versus[0]:.0f} against "
+            f"{versus[1]:.0f}, {versus[0] / versus[1]:.2f}x")
+    assert said in TEXT, said
+    assert f"cuDNN {abs(sweep['sdpa_cudnn'] / versus[1] - 1):.0%} apart" in TEXT
+    assert (cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["stages"]) == (64, 128, 1)
