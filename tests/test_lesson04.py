@@ -82,3 +82,19 @@ def test_the_two_epilogues_are_stated_as_both_runs_have_them():
     assert ("1.05x with the TMA store and 1.04x with the pointer store in the H200 run this page was saved with, "
             "2026-12-02; 1.02x and 1.04x in the run recorded") in TEXT
     assert "about 2% faster than the TMA store in both runs" not in TEXT
+
+
+def test_one_configuration_in_two_cells_is_stated_with_its_spread():
+    """The persistent TMA-store GEMM at 3 stages, 8192^3, is timed in the steps cell and the six-shape cell: the page
+    gives both figures of each run and the spread."""
+    from kernels.lab import results
+    rec = {r["run"]: r["tflops"] for r in results.recorded().select("04") if r["name"] == "gemm_tma_persistent"
+           and r["run"] in ("steps", "shapes") and r["shape"] == [8192] * 3
+           and r["config"].get("stages") == 3 and r["config"].get("epilogue") == "tma"}
+    steps = int(re.search(r"TMA store\s+3 stages\s+(\d+)", saved_output("04_pipelining", 'steps = lesson.results("steps")'))[1])
+    shapes = int(re.search(r"8192x8192x8192: course best\s+(\d+) TFLOP/s \(gemm_tma_persistent, 3 stages\)",
+                           saved_output("04_pipelining", 'shapes = lesson.results("shapes")'))[1])
+    assert (steps, shapes) == (668, 652) and (round(rec["steps"]), round(rec["shapes"])) == (654, 651)
+    assert f"{steps} and {shapes} TFLOP/s in the H200 run this page was saved with, {rec['steps']:.0f} and " \
+        f"{rec['shapes']:.0f} in the runs recorded" in TEXT
+    assert steps / shapes - 1 <= 0.025 and "differ by up to about 2.5% within one run" in TEXT
