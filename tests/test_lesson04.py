@@ -28,16 +28,17 @@ def _penalties(rows):
 def test_do_benchs_penalty_at_2048_is_stated_as_the_two_runs_show_it():
     """Section 6 blamed do_bench's penalty at 2048^3 on host time beyond the L2 clear. The page's own run (its saved
     output, H200 2026-12-02) and the recorded one (H200 2026-11-30) charge kernels of about the same host time 1 and
-    22 us, and one kernel 2 us one day and 22 the next: the lesson states both runs' figures and leaves the cause
-    open."""
+    22 us, and one kernel 2 us in one run and 22 in the other: the lesson states both runs' figures and leaves the
+    cause open."""
     from kernels.lessons import l04_pipelining as lesson
     flop = 2 * 2048 ** 3
-    assert recorded_run("04", "launch").label == "recorded on NVIDIA H200, 2026-11-30"
-    saved = [re.match(r"(\w+)\s+\d?\s*\| do_bench\s+(\d+) TFLOP/s \| CUDA graph\s+(\d+) TFLOP/s .*host\s+(\d+) us", line)
-             for line in saved_output("04_pipelining", 'lesson.results("launch")').splitlines()]
-    shown = _penalties((m[1], flop / int(m[2]) / 1e6, flop / int(m[3]) / 1e6, int(m[4])) for m in saved if m)
+    launch = recorded_run("04", "launch")
+    assert launch.label == "recorded on NVIDIA H200, 2026-11-30"
+    saved = [m for line in saved_output("04_pipelining", 'lesson.results("launch")').splitlines() if (m := re.match(
+        r"(\w+)\s+\d?\s*\| do_bench\s+(\d+) TFLOP/s \| CUDA graph\s+(\d+) TFLOP/s .*host\s+(\d+) us", line))]
+    shown = _penalties((m[1], flop / int(m[2]) / 1e6, flop / int(m[3]) / 1e6, int(m[4])) for m in saved)
     recorded = _penalties((name, t["do_bench"]["ms"] * 1e3, t["cuda_graph"]["ms"] * 1e3, t["host"]["ms"] * 1e3)
-                          for name, _, t in lesson.launch_rows(recorded_run("04", "launch").records))
+                          for name, _, t in lesson.launch_rows(launch.records))
     names = ("gemm_pointer", "gemm_tma", "gemm_tma_persistent")
     assert [shown[n] for n in names] == [(1, 40), (22, 41), (38, 50)], shown
     assert [recorded[n] for n in names] == [(1, 30), (2, 46), (1, 54)], recorded
@@ -45,9 +46,7 @@ def test_do_benchs_penalty_at_2048_is_stated_as_the_two_runs_show_it():
             "and about 1, 2 and 1 us in the H200 run of 2026-11-30" in TEXT and "(host 30, 46 and 54 us)" in TEXT)
     assert "Its cause is not measured yet" in TEXT and "only the excess shows" not in TEXT
     # nor a drift between runs: each run timed it twice under do_bench, and in each one of the two was slow
-    cublas_saved = int(re.search(r"cublas_gemm\s+\| do_bench\s+(\d+)", "\n".join(
-        saved_output("04_pipelining", 'lesson.results("launch")').splitlines()))[1])
-    tma_saved = int(next(m for m in saved if m and m[1] == "gemm_tma")[2])
+    cublas_saved, tma_saved = (int(next(m for m in saved if m[1] == name)[2]) for name in ("cublas_gemm", "gemm_tma"))
     assert f"0.57x (`gemm_tma`, {tma_saved} against cuBLAS's {cublas_saved})" in TEXT and \
         round(tma_saved / cublas_saved, 2) == 0.57
     assert "one day and 22 the next" not in TEXT and "The same drift moved" not in TEXT

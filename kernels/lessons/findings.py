@@ -35,16 +35,15 @@ def _host_maps(store):
 
 
 def _one_tile(store):
-    copies = {(r["name"], tuple(sorted(r["config"].items()))): r["gbps"] for r in store.select("03", "copies")}
-    torch_copy = copies[("torch_copy", ())]
-    device = copies[("copy_tma", ())] / torch_copy
-    host = copies[("copy_tma_loop", (("descriptor", "host"), ("programs", "one per tile"), ("stages", 1)))] / torch_copy
-    ring = copies[("copy_tma_loop", (("descriptor", "host"), ("stages", 4)))] / torch_copy
+    copies = {(r["name"], tuple(sorted(r["config"].items()))): r for r in store.select("03", "copies")}
+    x = lambda *key: copies[key]["gbps"] / copies[("torch_copy", ())]["gbps"]
+    one_tile = ("copy_tma_loop", (("descriptor", "host"), ("programs", "one per tile"), ("stages", 1)))
     from . import l07_shapes_and_waves as l07
-    q = {k: x for k, (_, x) in l07.copy_questions(store.select("07", "copy")).items()}
-    ms03 = next(r["ms"] for r in store.select("03", "copies") if r["config"].get("programs") == "one per tile")
-    ms07 = l07.copy_questions(store.select("07", "copy"))[("registers", "one tile per program")][0]["ms"]
-    return dict(device=device, host=host, ring=ring, ms03=ms03, ms07=ms07,
+    l07_copies = l07.copy_questions(store.select("07", "copy"))
+    q = {k: ratio for k, (_, ratio) in l07_copies.items()}
+    return dict(device=x("copy_tma", ()), host=x(*one_tile),
+                ring=x("copy_tma_loop", (("descriptor", "host"), ("stages", 4))),
+                ms03=copies[one_tile]["ms"], ms07=l07_copies[("registers", "one tile per program")][0]["ms"],
                 l07_triton=q[("registers", "one tile per program")],
                 l07_triton_ring=q[("registers", "persistent ring")], l07_cuda=q[("no registers", "one tile per program")],
                 l07_cuda_ring=q[("no registers", "persistent ring")])

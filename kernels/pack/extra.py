@@ -15,6 +15,7 @@ from ..lab import aot, isa, results, smem, swizzle, tma_rules
 from ..lab.errors import TMAError
 from ..lab.mode import DEVICE
 from ..lessons import findings
+from ..lessons import l01_naive_loads as l01
 from ..lessons import l04_pipelining as l04
 from ..lessons import l05_tilelang as l05
 from ..ops import copy, gemm, latency
@@ -48,10 +49,8 @@ def compiled(name):
         c = torch.empty(M, N, dtype=torch.float16, device=DEVICE)
         _, args, meta = gemm.launch_args(a, b, c, 128, 256, 128, 3)
         return aot.compile_sm90(gemm.matmul_tma_kernel, *args, **meta)
-    if name == "spill":  # lesson 01's 128 x 256 fp16 tile copy on one warp
-        x = torch.empty(4, dtype=torch.float16, device=DEVICE)
-        return aot.compile_sm90(copy.copy_tile_kernel, x, x, 16384, 16384, 16384, 16384,
-                                BLOCK_M=128, BLOCK_N=256, num_warps=1, num_stages=1)
+    if name == "spill":  # lesson 01's 128 x 256 fp16 tile copy on one warp, as the lesson compiles it
+        return l01.compile_tile(128, 256, num_warps=1)
     raise KeyError(name)
 
 
@@ -127,8 +126,8 @@ def _occupancy_answer():
 def _spill_answer():
     comp = compiled("spill")
     res, c = isa.resources(comp.cubin), comp.counts()
-    # counted as lesson 01 counts them (l01.spill_stores): every STL, predicated ones included
-    stl, ldl = (len(re.findall(rf"\b{op}\b", comp.sass)) for op in ("STL", "LDL"))
+    # the STL count lesson 01 prints (predicated ones included), and the LDL count alike
+    stl, ldl = l01.spill_stores(comp), isa.opcodes(comp.sass)["LDL"]
     return (f"`STL` stores registers to **local memory** and `LDL` loads them back: a **spill**. The tile is "
             f"128 x 256 fp16 = 64 KiB, copied by one warp: 1,024 elements per thread, far more than the 255 "
             f"registers a thread may have, so the compiler parks values in local memory (per thread, but "
@@ -149,7 +148,8 @@ def _fp8_answer():
             "accumulator in fp32, A and B both e4m3. Same bytes of A and B per instruction, twice the "
             "multiply-adds. The doubled rate is the tensor cores' own: they do twice as many FP8 multiply-adds "
             "a cycle as FP16 ones (the datasheet's dense FP8 peak is twice FP16's: NVIDIA H100 Tensor Core GPU "
-            "datasheet), and the k32 shape is how one instruction carries that, not where it comes from.\n\nWhat `wgmma` takes (PTX ISA, `wgmma.mma_async`): `.e4m3` and "
+            "datasheet), and the k32 shape is how one instruction carries that, not where it comes from.\n\n"
+            "What `wgmma` takes (PTX ISA, `wgmma.mma_async`): `.e4m3` and "
             "`.e5m2` in any mix for A and B, accumulating in `.f32` or `.f16`; its transpose flags exist only "
             "for 16-bit types, so fp8 tiles must sit K-major in shared memory (this kernel's B was stored "
             "K-major for that reason). What it does not do: scaling. e4m3 reaches at most 448 and e5m2 57,344 "
