@@ -2,12 +2,13 @@
 learners write, and its runner tells a killed mutant from the solution."""
 import ast
 import json
+import os
 import random
 
 import pytest
 
 import kernels
-from kernels.lab import measure
+from kernels.lab import measure, mode
 from kernels.tools import mutants
 
 from conftest import own_process_on_gpu
@@ -59,17 +60,59 @@ def test_the_cuda_mutants_change_the_protocol_lines_only():
     assert not any("(slot ^ 1) =" in m.source or "phase ^ 1 ^=" in m.source for m in made)
 
 
-def test_the_runner_kills_a_wrong_answer_and_passes_the_solution(tmp_path):
-    """Exercise 07 (plain Python, a second to run): the solution through the runner passes, a wrong waves() is
+def test_the_runner_kills_a_wrong_answer_and_passes_the_solution(tmp_path, monkeypatch):
+    """Exercise 07 (plain Python, a second to run): the solution through the runner passes (and is not traced
+    against itself for equivalence: two interpreted runs per seed, a process of its own on a GPU), a wrong waves() is
     killed and named, and a swap of min()'s arguments is not made at all (the same program)."""
+    twin = []  # (run, COURSE_TWIN) for every cell run: the solution's runs go without the twin, a mutant's with it
+    execute = mutants._exec
+    monkeypatch.setattr(mutants, "_exec", lambda ns, src, name: twin.append((name, os.environ.get("COURSE_TWIN"))) or
+                        execute(ns, src, name))
     runner = mutants.Runner("07")
+    monkeypatch.setattr(runner, "traced_alike", lambda m: pytest.fail("the solution was traced against itself"))
     made = mutants.mutants("07")
     assert not any(m.operator == "swap the first two arguments" and "min(" in m.line for m in made)
     wrong = next(m for m in made if m.line == "tiles = -(-M // BLOCK_M) * -(-N // BLOCK_N)"
                  and m.operator == "BLOCK_M -> BLOCK_N")
     runner.baseline(wrong.cell, str(tmp_path / "ptx"))
+    solution = len(twin)
     runner.run(wrong, str(tmp_path / "ptx"))
     assert wrong.outcome in ("named", "symptom") and wrong.message.startswith("FAIL  waves"), wrong
+    assert {t for _, t in twin[:solution]} == {"1"} and {t for _, t in twin[solution:]} == {None}, twin
+
+
+@pytest.mark.parametrize("gpu", [False, True], ids=["CPU mode", "a GPU"])
+def test_after_a_mutant_loses_the_gpu_the_rest_run_in_a_fresh_process(monkeypatch, gpu):
+    """On a GPU a mutant whose kernel trapped loses its process's context, and every later mutant run there failed
+    with its error (166 of exercise 04's 183 in the first GPU report, H100, 2026-12-06). Here a lost GPU is feigned
+    in this process for three mutants of exercise 07. In CPU mode the first runs here, then the other two in a
+    process of their own, which reports their outcomes back; on a GPU all three run in fresh processes (a lost
+    context keeps its memory: the process that hands them out holds none)."""
+    made = [m for m in mutants.mutants("07") if m.cell == mutants.mutants("07")[0].cell][:3]
+    here = []
+    run = mutants.Runner.run
+    monkeypatch.setattr(mutants.Runner, "run", lambda self, m, ptx, **kw: (m.operator != "none" and here.append(m)) or
+                        run(self, m, ptx, **kw))  # the solution's baseline runs through run() too
+    monkeypatch.setattr(measure, "gpu_lost", lambda: True)
+    monkeypatch.setattr(mode, "LIVE", gpu)
+    ran = mutants.run_mutants("07", list(made), log=lambda line: None)
+    assert here == ([] if gpu else made[:1])
+    assert [(m.line, m.change) for m in ran] == [(m.line, m.change) for m in made]
+    assert all(m.outcome in ("named", "symptom") for m in ran), ran
+
+
+def test_a_stopped_run_resumes_where_it_stopped(tmp_path, monkeypatch):
+    """A run told to stop (--stop-after) keeps what it ran in its --out file; a run that skips that file runs the
+    rest, and the two merge into a report of every mutant (exercise 07 here)."""
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    assert mutants.main(["07", "--stop-after", "0", "--out", str(first)]) == 0
+    assert json.loads(first.read_text())["mutants"] == []
+    monkeypatch.delenv(mutants.DEADLINE)  # what --stop-after set for the processes it starts
+    assert mutants.main(["07", "--out", str(second), "--skip", str(first)]) == 0
+    ran = json.loads(second.read_text())["mutants"]
+    assert len(ran) == len(mutants.mutants("07"))
+    assert mutants.main(["07", "--skip", str(second), "--out", str(first)]) == 0
+    assert json.loads(first.read_text())["mutants"] == []
 
 
 GPU = kernels.MODE != "cpu"  # the report of this mode: the sample below is drawn from it
@@ -116,18 +159,10 @@ def test_a_sample_of_the_report_holds(number, tmp_path):
     recorded = {(m["cell"], m["line"], m["change"]): m["outcome"] for m in _report()[number]["mutants"]
                 if m["outcome"] in KILLED}
     made = [m for m in mutants.mutants(number) if (m.cell, m.line, m.change) in recorded]
-    # the solution's own runs without the twin (COURSE_TWIN: the interpreter's replay, kernels/lab/twin.py): it passes
-    # there too (its notebook's test), and on a GPU each replay costs a process and an interpreted notebook - most
-    # of this test's time on a busy H100 (2026-12-06). Nor is a passing baseline traced against itself for
-    # equivalence (two seeded draws, each run twice in the interpreter: a process of its own on a GPU). The mutants'
-    # runs keep both
-    with pytest.MonkeyPatch.context() as solution_alone:
-        solution_alone.setenv("COURSE_TWIN", "1")
-        runner = mutants.Runner(number)
-        solution_alone.setattr(runner, "traced_alike", lambda mutant: True)
-        drawn = random.sample(made, 2)
-        for cell in sorted({m.cell for m in drawn}):
-            runner.baseline(cell, str(tmp_path / "ptx"))
+    runner = mutants.Runner(number)
+    drawn = random.sample(made, 2)
+    for cell in sorted({m.cell for m in drawn}):
+        runner.baseline(cell, str(tmp_path / "ptx"))
     for m in drawn:
         if measure.gpu_lost():
             break

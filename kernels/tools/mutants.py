@@ -38,6 +38,7 @@ import os
 import re
 import sys
 import time
+from unittest import mock
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -429,9 +430,10 @@ class Runner:
         self.cells = [c.source for c in self.nb.cells if c.cell_type == "code"]
         self.index = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
         self.solved = {"__name__": "__main__"}  # the namespace after every cell a mutant needs ran as the solution has it
+        needed = self.needed()
         for i, src in zip(self.index, self.cells):
-            if i in self.needed():
-                with contextlib.redirect_stdout(io.StringIO()), self.replaying(i, src):
+            if i in needed:
+                with contextlib.redirect_stdout(io.StringIO()), self.replaying(i, src), _solution_alone():
                     _exec(self.solved, src, f"{number}-{i}")
         _record_ptx()
         self.reference = {}
@@ -468,9 +470,9 @@ class Runner:
         """Run ``source`` as cell ``cell``, then the later cells that use it, with ``env`` set: (printed, raised)."""
         ns = dict(self.solved)
         out = io.StringIO()
-        os.environ.update(env)
         try:
-            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            with mock.patch.dict(os.environ, env), contextlib.redirect_stdout(out), \
+                    contextlib.redirect_stderr(io.StringIO()):
                 with self.replaying(cell, source):
                     _exec(ns, source, f"{self.number}-{cell}-{name}")
                 for i, src in self.later(cell, source):
@@ -480,9 +482,6 @@ class Runner:
             raised = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         else:
             raised = None
-        finally:
-            for key in env:
-                del os.environ[key]
         return out.getvalue(), raised
 
     def _replaying_after(self, cell, source, index, src):
@@ -512,7 +511,9 @@ class Runner:
                 return False
         return True
 
-    def run(self, mutant, ptx_path):
+    def run(self, mutant, ptx_path, trace=True):
+        """Run ``mutant`` and set its outcome; ``trace``: a mutant that passes with other PTX than the solution's is
+        traced against it for equivalence (``traced_alike``)."""
         open(ptx_path, "w").close()
         start = time.monotonic()
         text, raised = self._execute(mutant.cell, mutant.source, mutant.key, {_PTX_FILE: ptx_path})
@@ -532,7 +533,7 @@ class Runner:
             mutant.outcome, mutant.message = "raw", "no check printed a verdict"
         else:
             same = ptx and ptx == self.reference.get(mutant.cell)
-            alike = not same and self.traced_alike(mutant)
+            alike = not same and trace and self.traced_alike(mutant)
             mutant.outcome = "equivalent" if same or alike else "survived"
             mutant.message = "same PTX as the solution" if same else (
                 "the same loads, stores and stored values as the solution on two seeded draws of the check's inputs"
@@ -543,11 +544,20 @@ class Runner:
         """The solution's own run of ``cell`` (through the same unparse as its mutants): it must pass."""
         source = self.cells[self.index.index(cell)]
         text = ast.unparse(ast.parse(source)) if not source.lstrip().startswith(("RING = r", "CUDA = r")) else source
-        m = self.run(Mutant(self.number, cell, "none", "size", "", "", text), ptx_path)
+        # not traced: the solution is alike itself, and its baseline holds its PTX whatever the outcome's word
+        with _solution_alone():
+            m = self.run(Mutant(self.number, cell, "none", "size", "", "", text), ptx_path, trace=False)
         if m.outcome not in ("survived", "equivalent"):
             raise SystemExit(f"exercise {self.number}: the solution itself does not pass through the runner: "
                              f"{m.outcome}: {m.message}")
         self.reference[cell] = Path(ptx_path).read_text().splitlines()
+
+
+def _solution_alone():
+    """The solution's own runs without the twin (COURSE_TWIN: the interpreter's replay of a notebook whose checks
+    pass, kernels/lab/twin.py): it passes there too (its notebook's test), and on a GPU each replay costs a process
+    and an interpreted notebook, most of a runner's start on a busy H100 (2026-12-06). The mutants' runs keep it."""
+    return mock.patch.dict(os.environ, {"COURSE_TWIN": "1"})
 
 
 def _alike_without_gpu(mutant):
@@ -561,21 +571,70 @@ def _alike_without_gpu(mutant):
     return done.stdout.strip().endswith("alike")
 
 
-def run_exercise(number, sample=None, shard=(0, 1), log=print):
-    import tempfile
-    found = mutants(number)[shard[0]::shard[1]]
+DEADLINE = "COURSE_MUTANTS_DEADLINE"  # seconds since the epoch after which no mutant starts (--stop-after)
+
+
+def _past_deadline():
+    return time.time() > float(os.environ.get(DEADLINE, "inf"))
+
+
+def run_exercise(number, sample=None, shard=(0, 1), log=print, skip=()):
+    found = [m for m in mutants(number)[shard[0]::shard[1]] if (m.exercise, m.cell, m.source) not in skip]
     if sample:
         step = max(1, len(found) // sample)
         found = found[::step][:sample]
+    return run_mutants(number, found, log)
+
+
+def run_mutants(number, found, log=print, until_lost=False):
+    """Run ``found`` (mutants of exercise ``number``) in order. On a GPU a mutant whose kernel trapped (or never
+    ended) leaves its process's context lost: every later launch there fails with that mutant's error (and the
+    memory it holds stays held). So on a GPU this process runs none: a fresh process runs them until its context is
+    lost, then another the rest, until none is left (``until_lost``: such a process, which stops after the loss)."""
+    import tempfile
+    from kernels.lab import measure, mode
+    if mode.LIVE and not until_lost:
+        return _until_none_left(number, found)
     runner = Runner(number)
     ptx_path = tempfile.mktemp(prefix=f"mutant-ptx-{number}-")
     for cell in sorted({m.cell for m in found}):
         runner.baseline(cell, ptx_path)
     for k, m in enumerate(found, 1):
+        if _past_deadline():
+            return found[:k - 1]
         runner.run(m, ptx_path)
         log(f"{number} {k}/{len(found)} {m.outcome:13s} {m.seconds:5.1f}s  cell {m.cell} {m.operator}: "
             f"{m.line} -> {m.change}" + (f"\n      {m.message.splitlines()[0][:200]}" if m.message else ""))
+        if measure.gpu_lost() and k < len(found):
+            return found[:k] if until_lost else found[:k] + _until_none_left(number, found[k:])
     return found
+
+
+def _until_none_left(number, rest):
+    done = []
+    while rest and not _past_deadline():
+        ran = _in_a_fresh_process(number, rest)
+        done, rest = done + ran, rest[len(ran):]
+        if not ran:  # it started before the deadline and reached its first mutant after
+            break
+    return done
+
+
+def _in_a_fresh_process(number, rest):
+    """The mutants of ``rest`` a new process runs before its GPU context is lost (at least the first)."""
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as folder:
+        todo, done = Path(folder) / "todo.json", Path(folder) / "done.json"
+        todo.write_text(json.dumps([asdict(m) for m in rest]))
+        # its exit status is not read: a process that lost its GPU may abort on the way out, after writing done
+        child = subprocess.run([sys.executable, "-m", "kernels.tools.mutants", "--until-lost", str(todo), str(done)],
+                               env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+        ran = [Mutant(**m) for m in json.loads(done.read_text())] if done.exists() else []
+    if not ran and not _past_deadline():
+        raise SystemExit(f"exercise {number}: a fresh process ran none of the {len(rest)} mutants left "
+                         f"(exit status {child.returncode})")
+    return ran
 
 
 OUTCOMES = ("named", "symptom", "not attempted", "raw", "survived", "equivalent")
@@ -625,22 +684,27 @@ def write_report(results, numbers, where=None, gpu=None):
     path = report_path(gpu)
     path.parent.mkdir(exist_ok=True)
     old = json.loads(path.read_text()) if path.exists() else {"exercises": {}}
+    before = old.get("recorded", {})
+    for entry in old["exercises"].values():  # entries written before each said where it ran: the report's last run
+        entry.setdefault("recorded", f"{before.get('date')}, {before.get('stack')}")
     for number in numbers:
         mine = [m for m in results if m.exercise == number]
         old["exercises"][number] = {
             "fingerprint": fingerprint(number), "summary": summary(mine)[number] if mine else {},
+            "recorded": f"{time.strftime('%Y-%m-%d')}, {where or stack}",
             "mutants": [{k: v for k, v in asdict(m).items() if k not in ("source", "exercise")} for m in mine]}
     old["recorded"] = {"date": time.strftime("%Y-%m-%d"), "mode": "gpu" if gpu else "cpu (Triton's interpreter)",
                        "stack": where or stack}
     path.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
     lines = ["# Mutation testing of the exercise checks" + (" on a GPU" if gpu else ""), "",
-             "Written by `python -m kernels.tools.mutants --report` (`make mutants`) on " + old["recorded"]["date"] +
-             f", {old['recorded']['mode']}, {old['recorded']['stack']}; read by tests/test_mutants.py. "
+             f"Written by `python -m kernels.tools.mutants --report` (`make mutants`), {old['recorded']['mode']}, "
+             "each exercise on the date and machine its row names; read by tests/test_mutants.py. "
              "What each outcome means: the module's docstring.", "",
-             "| exercise | mutants | " + " | ".join(OUTCOMES) + " |", "|---" * (len(OUTCOMES) + 2) + "|"]
+             "| exercise | mutants | " + " | ".join(OUTCOMES) + " | recorded |", "|---" * (len(OUTCOMES) + 3) + "|"]
     for number, entry in sorted(old["exercises"].items()):
         s = entry["summary"]
-        lines.append(f"| {number} | {s.get('mutants', 0)} | " + " | ".join(str(s.get(o, 0)) for o in OUTCOMES) + " |")
+        lines.append(f"| {number} | {s.get('mutants', 0)} | " + " | ".join(str(s.get(o, 0)) for o in OUTCOMES) +
+                     f" | {entry['recorded']} |")
     for number, entry in sorted(old["exercises"].items()):
         rest = [m for m in entry["mutants"] if m["outcome"] in ("survived", "equivalent", "raw", "symptom",
                                                                  "not attempted")]
@@ -659,12 +723,24 @@ def main(argv=None):
     parser.add_argument("--list", action="store_true", help="list the mutants, run nothing")
     parser.add_argument("--shard", default="0/1", help="k/n: run every n-th mutant from the k-th (one of n processes)")
     parser.add_argument("--out", help="also write the outcomes to this JSON file (one shard's share)")
+    parser.add_argument("--skip", nargs="+", metavar="JSON", default=(), help="leave out the mutants these --out files "
+                        "hold (a run that stopped, resumed)")
+    parser.add_argument("--stop-after", type=float, metavar="S", help="start no mutant after S seconds (the --out file "
+                        "holds those that ran; --skip it to resume)")
     parser.add_argument("--where", help="with --merge: the machines and stacks the shards ran on, for the report "
                         "(default: this one's)")
     parser.add_argument("--merge", nargs="+", metavar="JSON", help="read the outcomes of shards (--out files) instead of "
                         "running; with --report, write the report from them")
     parser.add_argument("--alike", action="store_true", help=argparse.SUPPRESS)  # a GPU run's child: see traced_alike
+    parser.add_argument("--until-lost", nargs=2, help=argparse.SUPPRESS)  # a GPU run's child: see run_mutants
     args = parser.parse_args(argv)
+    if args.until_lost:  # a JSON list of mutants, run in order until the GPU context is lost; their outcomes back
+        from kernels.lab import mode  # noqa: F401  (picks the mode before Triton loads)
+        todo, done = args.until_lost
+        todo = [Mutant(**m) for m in json.loads(Path(todo).read_text())]
+        ran = run_mutants(todo[0].exercise, todo, until_lost=True)
+        Path(done).write_text(json.dumps([asdict(m) for m in ran]))
+        return 0
     if args.alike:  # {exercise, cell, source} on stdin: is the mutant traced alike the solution here (no GPU)?
         from kernels.lab import mode  # noqa: F401  (picks the mode before Triton loads)
         m = json.loads(sys.stdin.read())
@@ -693,9 +769,13 @@ def main(argv=None):
         args.shard = "0/1"
     else:
         from kernels.lab import mode  # noqa: F401  (picks the mode before Triton loads)
+        if args.stop_after is not None:
+            os.environ[DEADLINE] = str(time.time() + args.stop_after)  # the fresh processes inherit it
+        skip = {(m["exercise"], m["cell"], m["source"]) for path in args.skip
+                for m in json.loads(Path(path).read_text())["mutants"]}
         results = []
         for number in numbers:
-            results += run_exercise(number, args.sample, tuple(int(v) for v in args.shard.split("/")))
+            results += run_exercise(number, args.sample, tuple(int(v) for v in args.shard.split("/")), skip=skip)
     if args.out:
         on_gpu, where = here()
         Path(args.out).write_text(json.dumps({"gpu": on_gpu, "where": where, "mutants": [asdict(m) for m in results]}))
