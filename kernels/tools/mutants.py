@@ -560,10 +560,15 @@ def _solution_alone():
     return mock.patch.dict(os.environ, {"COURSE_TWIN": "1"})
 
 
+def _child_env(**extra):
+    """The environment of a child ``python -m kernels.tools.mutants``: this one's, with its import path."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), **extra}
+
+
 def _alike_without_gpu(mutant):
     """``Runner.traced_alike`` of ``mutant`` in a child process with no GPU (CPU mode: the interpreter traces)."""
     import subprocess
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    env = _child_env(CUDA_VISIBLE_DEVICES="")
     env.pop("TRITON_INTERPRET", None)
     done = subprocess.run([sys.executable, "-m", "kernels.tools.mutants", "--alike"], text=True, capture_output=True,
                           input=json.dumps({k: getattr(mutant, k) for k in ("exercise", "cell", "source")}), env=env,
@@ -629,7 +634,7 @@ def _in_a_fresh_process(number, rest):
         todo.write_text(json.dumps([asdict(m) for m in rest]))
         # its exit status is not read: a process that lost its GPU may abort on the way out, after writing done
         child = subprocess.run([sys.executable, "-m", "kernels.tools.mutants", "--until-lost", str(todo), str(done)],
-                               env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)})
+                               env=_child_env())
         ran = [Mutant(**m) for m in json.loads(done.read_text())] if done.exists() else []
     if not ran and not _past_deadline():
         raise SystemExit(f"exercise {number}: a fresh process ran none of the {len(rest)} mutants left "
