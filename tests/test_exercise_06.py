@@ -73,6 +73,27 @@ def test_ex06_the_solution_passes_and_the_exercise_is_not_attempted():
     assert "not attempted yet (the CUDA still has 'YOUR CODE HERE'" in text, text
 
 
+def test_ex06_a_build_shows_its_files_in_the_cache_only_whole(tmp_path, monkeypatch):
+    """Test workers check one answer at once: one ran the model while another was still linking it ("Text file busy",
+    H100, 2026-12-06). nvcc and g++ write in a folder of the build's own, never where a reader looks (the cache's
+    folder of that source), and the files are all there after."""
+    import subprocess
+    from kernels.lab import cuda
+    monkeypatch.setattr(cuda, "CACHE", tmp_path)
+    real, seen = subprocess.run, []
+
+    def spy(cmd, *args, **kwargs):
+        if Path(cmd[0]).name in ("nvcc", "g++"):
+            seen.append(Path(cmd[cmd.index("-o") + 1]).relative_to(tmp_path))
+        return real(cmd, *args, **kwargs)
+    monkeypatch.setattr(subprocess, "run", spy)
+    ex06.compile_ptx(RIGHT)
+    ex06.model_trace(ex06._source(RIGHT), 2, 2, 2, 1)
+    assert len(seen) == 3 and all(len(out.parts) == 3 for out in seen), seen  # nvcc twice (PTX, cubin), g++ once
+    assert sorted(p.name for p in tmp_path.glob("*/*")) == ["ex06_s2.cu", "ex06_s2.cubin", "ex06_s2.ptx", "model",
+                                                           "model.cpp"]
+
+
 def test_ex06_no_expect_tx_is_named_in_the_ptx_and_never_completes_in_the_model():
     passed, text = report(ex06.check, WRONG["no expect_tx"])
     assert not passed

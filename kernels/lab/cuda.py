@@ -182,19 +182,33 @@ def _run(cmd, what):
         raise CourseError(f"{what} failed:\n" + (done.stderr or done.stdout).strip()[-3000:])
 
 
+def built_once(folder, outputs, make):
+    """The files ``outputs`` in ``folder`` (a cache keyed by content), made by ``make(tmp)`` in a folder of this
+    process's own and renamed into place, the last one last: whoever finds the last finds them all whole. Built in
+    place, two test workers building one source raced: one ran the other's half-written program ("Text file busy",
+    H100, 2026-12-06)."""
+    if (folder / outputs[-1]).exists():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+        make(Path(tmp))
+        for name in outputs:
+            os.replace(Path(tmp) / name, folder / name)
+    return folder
+
+
 def compile_sm90a(name, kernels, flags=()):
     """PTX and cubin of ``kernels`` (plain CUDA source) for sm_90a, cached by content."""
     key = hashlib.sha256((kernels + " ".join(flags) + ARCH).encode()).hexdigest()[:16]
-    folder = CACHE / f"{name}-{key}"
-    ptx, cubin = folder / f"{name}.ptx", folder / f"{name}.cubin"
-    if not cubin.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        src = folder / f"{name}.cu"
+
+    def make(tmp):
+        src = tmp / f"{name}.cu"
         src.write_text(kernels)
         base = [nvcc(), f"-arch={ARCH}", "-O3", "-std=c++17", "-lineinfo", *flags]
-        _run([*base, "-ptx", str(src), "-o", str(ptx)], f"nvcc -ptx of {name}")
-        _run([*base, "-cubin", str(src), "-o", str(cubin)], f"nvcc -cubin of {name}")
-    return CudaCode(name, ptx.read_text(), cubin.read_bytes())
+        _run([*base, "-ptx", str(src), "-o", str(tmp / f"{name}.ptx")], f"nvcc -ptx of {name}")
+        _run([*base, "-cubin", str(src), "-o", str(tmp / f"{name}.cubin")], f"nvcc -cubin of {name}")
+    folder = built_once(CACHE / f"{name}-{key}", [f"{name}.cu", f"{name}.ptx", f"{name}.cubin"], make)
+    return CudaCode(name, (folder / f"{name}.ptx").read_text(), (folder / f"{name}.cubin").read_bytes())
 
 
 def build(name, kernels, launchers, functions, flags=()):

@@ -346,12 +346,10 @@ def model_trace(src, stages, tiles_m, tiles_n, grid, lose=None):
     load of each CTA (0 = its first) that never lands, as a lost copy or a wrong count would on the GPU."""
     head = f"#define STAGES {stages}\nstatic const long TILE_BYTES = {TILE_BYTES};\n" + MODEL
     text = head + src + MODEL_MAIN
-    folder = cuda.CACHE / ("ex06-model-" + hashlib.sha256(text.encode()).hexdigest()[:16])
-    exe = folder / "model"
-    if not exe.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / "model.cpp").write_text(text)
-        done = subprocess.run(["g++", "-std=c++17", "-O0", "-w", "-o", str(exe), str(folder / "model.cpp")],
+
+    def make(tmp):
+        (tmp / "model.cpp").write_text(text)
+        done = subprocess.run(["g++", "-std=c++17", "-O0", "-w", "-o", str(tmp / "model"), str(tmp / "model.cpp")],
                               capture_output=True, text=True)
         if done.returncode:
             said = [f"line {int(n) - head.count(chr(10))} of your CUDA: {msg.strip()}"
@@ -359,6 +357,8 @@ def model_trace(src, stages, tiles_m, tiles_n, grid, lose=None):
             raise AssertionError("your kernel compiles with nvcc but not against the course's model of the barriers: "
                                  "call only the helpers given (mbar_arrive_expect_tx, mbar_wait_bounded, "
                                  "fence_proxy_async, ...), no inline PTX of your own. " + "; ".join(said[:2]))
+    exe = cuda.built_once(cuda.CACHE / ("ex06-model-" + hashlib.sha256(text.encode()).hexdigest()[:16]),
+                          ["model.cpp", "model"], make) / "model"
     argv = [str(exe), str(tiles_m), str(tiles_n), str(grid)] + ([str(lose)] if lose is not None else [])
     try:
         run = subprocess.run(argv, capture_output=True, text=True, timeout=MODEL_SECONDS)
