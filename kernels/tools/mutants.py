@@ -107,6 +107,11 @@ class Mutant:
     def key(self):
         return hashlib.sha256(self.source.encode()).hexdigest()[:10]
 
+    @property
+    def identity(self):
+        """What tells one mutant from another across runs (--skip, --merge): its exercise, cell and mutated source."""
+        return self.exercise, self.cell, self.source
+
 
 # ---- the notebook --------------------------------------------------------------------------------------------
 
@@ -584,7 +589,7 @@ def _past_deadline():
 
 
 def run_exercise(number, sample=None, shard=(0, 1), log=print, skip=()):
-    found = [m for m in mutants(number)[shard[0]::shard[1]] if (m.exercise, m.cell, m.source) not in skip]
+    found = [m for m in mutants(number)[shard[0]::shard[1]] if m.identity not in skip]
     if sample:
         step = max(1, len(found) // sample)
         found = found[::step][:sample]
@@ -765,8 +770,8 @@ def main(argv=None):
             raise SystemExit("the shards ran in different modes (with and without a GPU): one report is one mode")
         gpu, args.where = shards[0]["gpu"], args.where or shards[0]["where"]
         results = [Mutant(**m) for s in shards for m in s["mutants"]]
-        made = {(m.exercise, m.cell, m.source) for n in numbers for m in mutants(n)}
-        ran = {(m.exercise, m.cell, m.source) for m in results}
+        made = {m.identity for n in numbers for m in mutants(n)}
+        ran = {m.identity for m in results}
         if made - ran or ran - made:
             raise SystemExit(f"the shards ran {len(ran)} mutants, this code makes {len(made)}: not the same set "
                              f"({len(made - ran)} missing, {len(ran - made)} unknown)")
@@ -776,8 +781,7 @@ def main(argv=None):
         from kernels.lab import mode  # noqa: F401  (picks the mode before Triton loads)
         if args.stop_after is not None:
             os.environ[DEADLINE] = str(time.time() + args.stop_after)  # the fresh processes inherit it
-        skip = {(m["exercise"], m["cell"], m["source"]) for path in args.skip
-                for m in json.loads(Path(path).read_text())["mutants"]}
+        skip = {Mutant(**m).identity for path in args.skip for m in json.loads(Path(path).read_text())["mutants"]}
         results = []
         for number in numbers:
             results += run_exercise(number, args.sample, tuple(int(v) for v in args.shard.split("/")), skip=skip)
